@@ -1,0 +1,1 @@
+"""Thin entry points: parse arguments, build the session, wire the library together."""

@@ -1,0 +1,1 @@
+"""The routing core of an Apache ActiveMQ Artemis broker over Delta Lake tables."""

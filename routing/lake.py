@@ -1,0 +1,118 @@
+"""The lake layout of SPEC §3: where each table lives under the lake root.
+
+Only names and paths here; no I/O beyond listing the ``addresses/`` folder.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+_KEPT = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+_ESCAPE = re.compile(rb"=([0-9A-F]{2})")
+
+ADDRESSES = "addresses"
+DELIVERIES = "deliveries"
+MANAGEMENT = "management"
+QUEUE_MESSAGES = "queue_messages"
+JOURNAL = "journal"
+REJECTED = "rejected"
+CHECKPOINTS = "_checkpoints"
+
+
+def address_dir(address: str) -> str:
+    """The folder name of an address table (SPEC §3 ``dir(address)``).
+
+    ``A-Z a-z 0-9 . _ -`` stay as they are, every other UTF-8 byte becomes ``=XX``
+    and a leading ``.`` becomes ``=2E``, so no name can climb out of ``addresses/``
+    (``..`` is ``=2E.``, ``a/b`` is ``a=2Fb``). ``%`` is never produced because
+    delta-rs decodes it in local paths.
+
+    Example::
+
+        >>> address_dir("zürich")
+        'z=C3=BCrich'
+    """
+    if not isinstance(address, str):
+        raise TypeError(f"address must be a str, got {type(address).__name__}")
+    if address == "":
+        raise ValueError("address must not be empty")
+    out = []
+    for i, byte in enumerate(address.encode("utf-8")):
+        if byte in _KEPT and not (i == 0 and byte == ord(".")):
+            out.append(chr(byte))
+        else:
+            out.append(f"={byte:02X}")
+    return "".join(out)
+
+
+def address_from_dir(name: str) -> str:
+    """Inverse of :func:`address_dir`."""
+    return _ESCAPE.sub(lambda m: bytes([int(m.group(1), 16)]), name.encode("ascii")).decode("utf-8")
+
+
+@dataclass(frozen=True)
+class Lake:
+    """Paths of the lake's tables, rooted at ``root`` (a local directory or URI)."""
+
+    root: str
+
+    @classmethod
+    def at(cls, root: str | os.PathLike[str]) -> Lake:
+        return cls(str(Path(root).absolute()) if "://" not in str(root) else str(root))
+
+    def table(self, relative: str) -> str:
+        """Absolute path of a table given by its path in the lake (``deliveries``, ``addresses/x``)."""
+        return f"{self.root.rstrip('/')}/{relative}"
+
+    def address_table(self, address: str) -> str:
+        return self.table(address_source(address))
+
+    @property
+    def deliveries(self) -> str:
+        return self.table(DELIVERIES)
+
+    @property
+    def management(self) -> str:
+        return self.table(MANAGEMENT)
+
+    @property
+    def queue_messages(self) -> str:
+        return self.table(QUEUE_MESSAGES)
+
+    @property
+    def journal(self) -> str:
+        return self.table(JOURNAL)
+
+    @property
+    def rejected(self) -> str:
+        return self.table(REJECTED)
+
+    def checkpoint(self, query: str) -> str:
+        return self.table(f"{CHECKPOINTS}/{query}")
+
+    def address_sources(self) -> list[str]:
+        """Lake paths (``addresses/<dir>``) of every address table that exists now, sorted."""
+        base = Path(self.table(ADDRESSES))
+        if not base.is_dir():
+            return []
+        return sorted(
+            f"{ADDRESSES}/{entry.name}"
+            for entry in base.iterdir()
+            if (entry / "_delta_log").is_dir()
+        )
+
+
+def address_source(address: str) -> str:
+    """The ``source`` name of an address table: its path in the lake (SPEC §3.5)."""
+    return f"{ADDRESSES}/{address_dir(address)}"
+
+
+def address_of_source(source: str) -> str | None:
+    """The address whose table is ``source`` (``addresses/a=2Fb`` -> ``a/b``), else None."""
+    prefix = f"{ADDRESSES}/"
+    if not source.startswith(prefix):
+        return None
+    return address_from_dir(source[len(prefix) :])

@@ -1,0 +1,41 @@
+"""Test-side access to Delta tables through delta-rs alone, independent of the job's reader.
+
+``DeltaTable.to_pyarrow_table()`` aborts the interpreter at exit with deltalake 1.6 and
+pyarrow ≥ 25, so tables are read through delta-rs's own query engine instead.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from deltalake import DeltaTable, QueryBuilder, write_deltalake
+
+EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+def at(ms: int) -> dt.datetime:
+    """Conformance time: milliseconds after 2026-01-01T00:00:00Z."""
+    return EPOCH + dt.timedelta(milliseconds=ms)
+
+
+def read_table(path: str | Path, where: str | None = None) -> pa.Table:
+    """Every row of the Delta table at ``path`` (empty table if it does not exist)."""
+    path = str(path)
+    if not DeltaTable.is_deltatable(path):
+        return pa.table({})
+    sql = 'select * from "t"' + (f" where {where}" if where else "")
+    return pa.table(QueryBuilder().register("t", DeltaTable(path)).execute(sql).read_all())
+
+
+def rows(path: str | Path, where: str | None = None) -> list[dict[str, Any]]:
+    return read_table(path, where).to_pylist()
+
+
+def append(path: str | Path, data: Iterable[Mapping[str, Any]] | pa.Table, schema: pa.Schema) -> None:
+    """Append rows as a producer would: one delta-rs commit."""
+    table = data if isinstance(data, pa.Table) else pa.Table.from_pylist(list(data), schema=schema)
+    write_deltalake(str(path), table, mode="append")
