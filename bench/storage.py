@@ -32,7 +32,9 @@ def message_table(rows: int, seed: int = 7) -> pa.Table:
     values = np.empty(2 * rows, dtype=object)
     values[0::2] = kinds
     values[1::2] = np.array(["eu", "us", "apac"])[rng.integers(0, 3, rows)]
-    properties = pa.MapArray.from_arrays(pa.array(offsets), pa.array(keys, pa.string()), pa.array(values, pa.string()))
+    properties = pa.MapArray.from_arrays(
+        pa.array(offsets), pa.array(keys, pa.string()), pa.array(values, pa.string())
+    )
     routing = pa.array(np.where(rng.random(rows) < 0.5, "ANYCAST", None), pa.string())
     return pa.table(
         {
@@ -68,7 +70,9 @@ def run(spark, scale: float) -> list[Figure]:
     try:
         source = str(work / "source")
         # written by the lake writer: 128k-row row groups, so either engine can split it
-        commit(TableWrite(source, schemas.MESSAGE), write_files(message_table(rows), source, "", ()))
+        commit(
+            TableWrite(source, schemas.MESSAGE), write_files(message_table(rows), source, "", ())
+        )
         _data_source_copy(spark, source, str(work / "warm"))  # Python workers up
         floor = best(lambda i: _delta_rs_copy(source, str(work / f"floor{i}")))
         lake = best(lambda i: _data_source_copy(spark, source, str(work / f"lake{i}")))

@@ -178,6 +178,7 @@ class AddedFile:
 @dataclass
 class LakeCommitMessage(WriterCommitMessage):
     files: list[AddedFile] = field(default_factory=list)
+    replaced: dict[str, list[str]] = field(default_factory=dict)  # table -> files its rows replace
 
 
 def write_files(
@@ -254,6 +255,7 @@ class TableWrite:
     remove_paths: tuple[str, ...] = ()
     user_metadata: str | None = None
     commit_empty: bool = False
+    replace_files_column: str | None = None  # rows name the file they replace in this column
 
 
 def commit(
@@ -601,6 +603,7 @@ class WritePlan:
         """Executor side: route rows to their tables and write the files."""
         pending: dict[str, list[pa.RecordBatch]] = {}
         files: list[AddedFile] = []
+        replaced: dict[str, set[str]] = {}
 
         def flush(relative: str) -> None:
             chunk = pa.Table.from_batches(pending.pop(relative))
@@ -629,22 +632,29 @@ class WritePlan:
                     if name is not None
                 ]
             for relative, rows in groups:
+                column = self.settings(relative).replace_files_column
+                if column is not None and rows.num_rows:
+                    names = pc.unique(rows.column(column)).to_pylist()
+                    replaced.setdefault(relative, set()).update(n for n in names if n is not None)
                 pending.setdefault(relative, []).append(rows)
                 if sum(b.num_rows for b in pending[relative]) >= self.target_rows:
                     flush(relative)
         for relative in list(pending):
             flush(relative)
-        return LakeCommitMessage(files)
+        return LakeCommitMessage(files, {t: sorted(names) for t, names in replaced.items()})
 
     def commit(
         self, messages: Sequence[WriterCommitMessage | None], txn_version: int | None
     ) -> list[str]:
         """Driver side: one commit per table, in ``order`` (address tables first)."""
         by_table: dict[str, list[AddedFile]] = {}
+        replaced: dict[str, set[str]] = {}
         for message in messages:
             if isinstance(message, LakeCommitMessage):
                 for f in message.files:
                     by_table.setdefault(f.table, []).append(f)
+                for table, names in message.replaced.items():
+                    replaced.setdefault(table, set()).update(names)
         named = [t for t in self.order if t in self.tables and not t.endswith("/*")]
         others = sorted(t for t in by_table if t not in named)
         txn = (
@@ -654,14 +664,13 @@ class WritePlan:
         for relative in others + named:
             files = by_table.get(relative, [])
             settings = self.settings(relative)
-            if not files and not (
-                settings.commit_empty or settings.overwrite or settings.remove_paths
-            ):
+            removes = tuple(sorted(set(settings.remove_paths) | replaced.get(relative, set())))
+            if not files and not (settings.commit_empty or settings.overwrite or removes):
                 continue
             uri = self.uri(relative)
             if is_table(uri) and files:
                 ensure_columns(uri, settings.schema)
-            if commit(TableWrite(uri, *_settings_tail(settings)), files, txn):
+            if commit(replace(settings, uri=uri, remove_paths=removes), files, txn):
                 committed.append(relative)
         return committed
 
@@ -670,17 +679,6 @@ class WritePlan:
             if isinstance(message, LakeCommitMessage):
                 for f in message.files:
                     _delete(self.uri(f.table), [f])
-
-
-def _settings_tail(settings: TableWrite) -> tuple:
-    return (
-        settings.schema,
-        settings.partition_by,
-        settings.overwrite,
-        settings.remove_paths,
-        settings.user_metadata,
-        settings.commit_empty,
-    )
 
 
 class LakeWriter(DataSourceArrowWriter):
@@ -760,6 +758,7 @@ def write_plan(
                 tuple(spec.get("replaceFiles", ())),
                 spec.get("userMetadata"),
                 bool(spec.get("commitEmpty", False)),
+                spec.get("replaceFilesColumn"),
             )
         order = tuple(specs)
     return WritePlan(

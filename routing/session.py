@@ -22,6 +22,8 @@ EMBEDDED_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.adaptive.enabled": "true",
+    # small micro-batches collapse to one shuffle partition, large ones keep their parallelism
+    "spark.sql.adaptive.coalescePartitions.parallelismFirst": "false",
     "spark.local.dir": os.environ.get("ROUTING_SPARK_LOCAL_DIR", "/tmp/routing-spark"),
     "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG4J}",
 }
@@ -33,6 +35,8 @@ COMMON_CONF: dict[str, str] = {
     # Fewer, larger Arrow batches between the JVM and the Python data sources and UDFs.
     "spark.sql.execution.arrow.maxRecordsPerBatch": "65536",
     "spark.python.worker.reuse": "true",
+    # Building Columns makes many py4j calls; debugging call-site capture makes each slower.
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
     "spark.sql.streaming.noDataMicroBatches.enabled": "false",
     "spark.sql.legacy.allowNonEmptyLocationInCTAS": "false",
 }

@@ -35,7 +35,9 @@ def rows(path: str | Path, where: str | None = None) -> list[dict[str, Any]]:
     return read_table(path, where).to_pylist()
 
 
-def append(path: str | Path, data: Iterable[Mapping[str, Any]] | pa.Table, schema: pa.Schema) -> None:
+def append(
+    path: str | Path, data: Iterable[Mapping[str, Any]] | pa.Table, schema: pa.Schema
+) -> None:
     """Append rows as a producer would: one delta-rs commit."""
     table = data if isinstance(data, pa.Table) else pa.Table.from_pylist(list(data), schema=schema)
     write_deltalake(str(path), table, mode="append")

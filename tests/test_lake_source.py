@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from tests.frames import assert_rows_equal
 from deltalake import DeltaTable
 
 from routing import schemas
 from routing.lake import Lake, address_dir
+from tests.frames import assert_rows_equal
 from tests.lakeio import append, at, read_table
 
 UTC = dt.UTC
@@ -25,10 +25,36 @@ UTC = dt.UTC
 def message_rows():
     """Every shape a message row can take: maps, binary, UTC times, nulls."""
     return [
-        (1, "orders", "ANYCAST", at(0), None, 4, True, "alice", {"k": "v", "empty": ""}, b"\x00\xff", None, None),
+        (
+            1,
+            "orders",
+            "ANYCAST",
+            at(0),
+            None,
+            4,
+            True,
+            "alice",
+            {"k": "v", "empty": ""},
+            b"\x00\xff",
+            None,
+            None,
+        ),
         (2, "orders", "MULTICAST", at(1), at(60_000), 9, False, None, {}, b"", "DIVERT", None),
         (3, "orders", None, at(2), None, None, None, None, None, None, "MOVE", "q1"),
-        (2**62 + 5, "orders", None, dt.datetime(2030, 6, 1, 12, 30, 0, 123456, tzinfo=UTC), None, 0, None, "ü", {"ü": "é"}, b"x" * 1000, None, None),
+        (
+            2**62 + 5,
+            "orders",
+            None,
+            dt.datetime(2030, 6, 1, 12, 30, 0, 123456, tzinfo=UTC),
+            None,
+            0,
+            None,
+            "ü",
+            {"ü": "é"},
+            b"x" * 1000,
+            None,
+            None,
+        ),
     ]
 
 
@@ -49,7 +75,9 @@ def test_batch_round_trip_of_the_message_schema(spark, tmp_path, messages):
     assert pa.schema(table.schema().to_arrow()) == schemas.MESSAGE
     assert sorted(r["message_id"] for r in read_table(path).to_pylist()) == [1, 2, 3, 2**62 + 5]
     delta_rs = read_table(path).to_pylist()
-    assert {r["message_id"]: r["sent_at"] for r in delta_rs}[2**62 + 5] == dt.datetime(2030, 6, 1, 12, 30, 0, 123456, tzinfo=UTC)
+    assert {r["message_id"]: r["sent_at"] for r in delta_rs}[2**62 + 5] == dt.datetime(
+        2030, 6, 1, 12, 30, 0, 123456, tzinfo=UTC
+    )
 
 
 def test_overwrite_replaces_the_rows(spark, tmp_path, messages):
@@ -61,10 +89,14 @@ def test_overwrite_replaces_the_rows(spark, tmp_path, messages):
 
 def test_reads_a_table_written_by_delta_rs_with_fewer_columns(spark, tmp_path):
     path = tmp_path / "addresses" / "lean"
-    lean = pa.schema([("message_id", pa.int64()), ("address", pa.string()), ("sent_at", schemas.TIMESTAMP)])
+    lean = pa.schema(
+        [("message_id", pa.int64()), ("address", pa.string()), ("sent_at", schemas.TIMESTAMP)]
+    )
     append(path, [{"message_id": 7, "address": "lean", "sent_at": at(5)}], lean)
     back = spark.read.format("lake").load(str(path)).collect()
-    assert [(r.message_id, r.address, r.sent_at) for r in back] == [(7, "lean", at(5).replace(tzinfo=None))]
+    assert [(r.message_id, r.address, r.sent_at) for r in back] == [
+        (7, "lean", at(5).replace(tzinfo=None))
+    ]
 
 
 def test_time_travel_and_partition_filter(spark, tmp_path):
@@ -72,9 +104,13 @@ def test_time_travel_and_partition_filter(spark, tmp_path):
     schema = "queue string, status string, n long"
     first = spark.createDataFrame([("q", "PENDING", 1), ("q", "ACKED", 2)], schema)
     first.write.format("lake").mode("append").option("partitionBy", "status").save(path)
-    spark.createDataFrame([("q", "PENDING", 3)], schema).write.format("lake").mode("append").save(path)
+    spark.createDataFrame([("q", "PENDING", 3)], schema).write.format("lake").mode("append").save(
+        path
+    )
 
-    pending = spark.read.format("lake").option("partitionFilter", '{"status": ["PENDING"]}').load(path)
+    pending = (
+        spark.read.format("lake").option("partitionFilter", '{"status": ["PENDING"]}').load(path)
+    )
     assert sorted(r.n for r in pending.collect()) == [1, 3]
     old = spark.read.format("lake").option("versionAsOf", 0).load(path)
     assert sorted(r.n for r in old.collect()) == [1, 2]
@@ -85,8 +121,13 @@ def test_time_travel_and_partition_filter(spark, tmp_path):
 def test_write_with_an_app_transaction_happens_once(spark, tmp_path, messages):
     path = str(tmp_path / "t")
     for _ in range(3):
-        (messages.write.format("lake").mode("append")
-         .option("txnAppId", "app").option("txnVersion", 4).save(path))
+        (
+            messages.write.format("lake")
+            .mode("append")
+            .option("txnAppId", "app")
+            .option("txnVersion", 4)
+            .save(path)
+        )
     assert spark.read.format("lake").load(path).count() == 4
     assert DeltaTable(path).transaction_version("app") == 4
     # the skipped attempts left no stray files behind
@@ -100,15 +141,25 @@ def test_several_tables_in_one_write_one_commit_each_in_order(spark, tmp_path):
         "target string, n long, s string",
     )
     tables = '{"addresses/*": {}, "rejected": {}, "journal": {"userMetadata": "{\\"clock\\": 1}"}}'
-    (df.write.format("lake").mode("append").option("tableColumn", "target").option("tables", tables)
-     .option("txnAppId", "job").option("txnVersion", 0).save(root))
+    (
+        df.write.format("lake")
+        .mode("append")
+        .option("tableColumn", "target")
+        .option("tables", tables)
+        .option("txnAppId", "job")
+        .option("txnVersion", 0)
+        .save(root)
+    )
     assert sorted(r["n"] for r in read_table(tmp_path / "journal").to_pylist()) == [1, 4]
     assert [r["n"] for r in read_table(tmp_path / "addresses" / "x").to_pylist()] == [3]
     assert read_table(tmp_path / "journal").column_names == ["n", "s"]
     history = DeltaTable(str(tmp_path / "journal")).history()
     assert history[0]["userMetadata"] == '{"clock": 1}'
     # journal committed last: its commit is newer than the others'
-    stamps = {t: DeltaTable(str(tmp_path / t)).history()[0]["timestamp"] for t in ("journal", "rejected", "addresses/x")}
+    stamps = {
+        t: DeltaTable(str(tmp_path / t)).history()[0]["timestamp"]
+        for t in ("journal", "rejected", "addresses/x")
+    }
     assert stamps["journal"] >= max(stamps["rejected"], stamps["addresses/x"])
 
 
@@ -116,13 +167,27 @@ def test_replace_files_removes_and_adds_in_one_commit(spark, tmp_path):
     path = str(tmp_path / "qm")
     schema = "k long, status string"
     spark.createDataFrame([(1, "PENDING"), (2, "PENDING")], schema).write.format("lake").option(
-        "partitionBy", "status").mode("append").save(path)
-    old = sorted({r._file for r in spark.read.format("lake").option("withFilePath", "true").load(path).collect()})
+        "partitionBy", "status"
+    ).mode("append").save(path)
+    old = sorted(
+        {
+            r._file
+            for r in spark.read.format("lake").option("withFilePath", "true").load(path).collect()
+        }
+    )
     before = DeltaTable(path).version()
-    (spark.createDataFrame([(1, "ACKED"), (2, "PENDING")], schema).write.format("lake").mode("append")
-     .option("replaceFiles", json.dumps(old)).save(path))
+    (
+        spark.createDataFrame([(1, "ACKED"), (2, "PENDING")], schema)
+        .write.format("lake")
+        .mode("append")
+        .option("replaceFiles", json.dumps(old))
+        .save(path)
+    )
     assert DeltaTable(path).version() == before + 1
-    assert sorted((r["k"], r["status"]) for r in read_table(path).to_pylist()) == [(1, "ACKED"), (2, "PENDING")]
+    assert sorted((r["k"], r["status"]) for r in read_table(path).to_pylist()) == [
+        (1, "ACKED"),
+        (2, "PENDING"),
+    ]
 
 
 def _stream_copy(spark, source, target, checkpoint, **options):
@@ -130,9 +195,12 @@ def _stream_copy(spark, source, target, checkpoint, **options):
     for key, value in options.items():
         reader = reader.option(key, value)
     query = (
-        reader.load(source).writeStream.format("lake")
-        .option("checkpointLocation", checkpoint).option("txnAppId", "copy")
-        .trigger(availableNow=True).start(target)
+        reader.load(source)
+        .writeStream.format("lake")
+        .option("checkpointLocation", checkpoint)
+        .option("txnAppId", "copy")
+        .trigger(availableNow=True)
+        .start(target)
     )
     query.awaitTermination()
     return query
@@ -141,7 +209,9 @@ def _stream_copy(spark, source, target, checkpoint, **options):
 def test_streaming_round_trip_and_rate_limit(spark, tmp_path, messages):
     source, target = str(tmp_path / "src"), str(tmp_path / "dst")
     for row in messages.collect():
-        messages.where(messages.message_id == row.message_id).write.format("lake").mode("append").save(source)
+        messages.where(messages.message_id == row.message_id).write.format("lake").mode(
+            "append"
+        ).save(source)
     query = _stream_copy(spark, source, target, str(tmp_path / "ck"), maxFilesPerTrigger=1)
     assert_rows_equal(spark.read.format("lake").load(target), messages, ["message_id"])
     # one file per trigger: as many commits in the target as non-empty source files
@@ -163,9 +233,13 @@ def test_a_running_query_picks_up_appended_versions(spark, tmp_path, messages):
     source, target = str(tmp_path / "src"), str(tmp_path / "dst")
     messages.limit(1).write.format("lake").mode("append").save(source)
     query = (
-        spark.readStream.format("lake").load(source).writeStream.format("lake")
-        .option("checkpointLocation", str(tmp_path / "ck")).option("txnAppId", "run")
-        .trigger(processingTime="200 milliseconds").start(target)
+        spark.readStream.format("lake")
+        .load(source)
+        .writeStream.format("lake")
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .option("txnAppId", "run")
+        .trigger(processingTime="200 milliseconds")
+        .start(target)
     )
     try:
         for _ in range(3):
@@ -218,9 +292,13 @@ def test_appends_by_another_process_are_neither_lost_nor_duplicated(spark, tmp_p
     subprocess.run([sys.executable, "-c", APPENDER, source, "0", "1"], check=True)
     producer = subprocess.Popen([sys.executable, "-c", APPENDER, source, "1", "60"])
     query = (
-        spark.readStream.format("lake").load(source).writeStream.format("lake")
-        .option("checkpointLocation", str(tmp_path / "ck")).option("txnAppId", "concurrent")
-        .trigger(processingTime="300 milliseconds").start(target)
+        spark.readStream.format("lake")
+        .load(source)
+        .writeStream.format("lake")
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .option("txnAppId", "concurrent")
+        .trigger(processingTime="300 milliseconds")
+        .start(target)
     )
     try:
         assert producer.wait(timeout=300) == 0
@@ -233,14 +311,28 @@ def test_appends_by_another_process_are_neither_lost_nor_duplicated(spark, tmp_p
 
 @pytest.mark.parametrize(
     "address",
-    ["a/b", "..", "../../etc", "with space", "zürich", "100%", ".hidden", "/abs", "a\\b", "x" * 200, "\x00nul"],
+    [
+        "a/b",
+        "..",
+        "../../etc",
+        "with space",
+        "zürich",
+        "100%",
+        ".hidden",
+        "/abs",
+        "a\\b",
+        "x" * 200,
+        "\x00nul",
+    ],
 )
 def test_hostile_address_names_stay_inside_addresses(tmp_path, address):
     lake = Lake.at(tmp_path / "lake")
     table = Path(lake.address_table(address)).resolve()
     addresses = (tmp_path / "lake" / "addresses").resolve()
     assert table.parent == addresses
-    assert set(table.name) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-=")
+    assert set(table.name) <= set(
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-="
+    )
     assert not table.name.startswith(".")
 
 

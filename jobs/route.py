@@ -1,0 +1,270 @@
+"""The routing job (SPEC §6).
+
+    python -m jobs.route --conf conf/broker.xml --lake ./lake --available-now [--as-of TS]
+    python -m jobs.route --conf conf/broker.xml --lake ./lake          # runs until stopped
+
+Structured Streaming over every input table of the lake (``lake_events``), one
+``foreachBatch`` per micro-batch: read the PENDING queue state, run the batch
+(:func:`routing.engine.run_batch`), write every table it changes. Checkpoints live
+under ``LAKE/_checkpoints/route``. Exit status: 0 done, 2 invalid configuration
+(nothing written), 1 anything else (an unreadable lake, a failed batch).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from routing import journal
+from routing.config import ConfigError, load_config
+from routing.delta_log import DeltaLogError
+from routing.engine import BatchResult, JobState, run_batch
+from routing.lake import Lake, address_of_source
+from routing.lake_events import LakeSchemaError, _parse_as_of, check_lake
+from routing.routing import Router
+from routing.scratch import Scratch
+from routing.storage import TABLE, outputs, storage_for
+from routing.topology import Topology
+
+CHECKPOINT = "route"
+METRICS = ("rows_in", "routed", "applied", "copies", "dead_letters", "expiries", "rejected")
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m jobs.route", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--conf", required=True, help="the broker.xml to route with")
+    parser.add_argument("--lake", default="./lake", help="lake root (default ./lake)")
+    parser.add_argument(
+        "--available-now", action="store_true", help="process everything there is, then exit"
+    )
+    parser.add_argument("--as-of", help="lake clock at least this time (ISO-8601 with a zone)")
+    parser.add_argument(
+        "--trigger", default="1 second", help="processing-time trigger when running continuously"
+    )
+    parser.add_argument(
+        "--max-events-per-trigger", type=int, help="rate limit: input rows per micro-batch"
+    )
+    return parser.parse_args(argv)
+
+
+@dataclass
+class Progress:
+    """Per-batch figures and the run's totals, written to ``out``."""
+
+    out: TextIO = field(default=sys.stdout)
+    totals: dict[str, int] = field(default_factory=lambda: dict.fromkeys(METRICS, 0))
+    batches: int = 0
+    seconds: float = 0.0
+
+    def add(self, batch_id: int, figures: dict[str, int], seconds: float) -> None:
+        self.batches += 1
+        self.seconds += seconds
+        for key in METRICS:
+            self.totals[key] += figures[key]
+        line = ", ".join(f"{k.replace('_', ' ')} {figures[k]}" for k in METRICS)
+        print(f"batch {batch_id}: {line}, {seconds:.2f} s", file=self.out, flush=True)
+
+    def summary(self) -> str:
+        rows = [("batches", str(self.batches))]
+        rows += [(k.replace("_", " "), f"{v:,}") for k, v in self.totals.items()]
+        rows.append(("seconds", f"{self.seconds:.1f}"))
+        width = max(len(k) for k, _ in rows)
+        return "\n".join(f"  {k:<{width}}  {v:>12}" for k, v in rows)
+
+
+class BatchRunner:
+    """The ``foreachBatch`` function: one micro-batch, exactly once."""
+
+    def __init__(
+        self, spark: SparkSession, lake: Lake, topology: Topology, as_of: int | None, out: TextIO
+    ) -> None:
+        self.spark = spark
+        self.lake = lake
+        self.topology = topology
+        self.as_of = as_of
+        self.storage = storage_for(spark, lake)
+        self.progress = Progress(out)
+        self._router_cache: Router | None = None
+        self._routed_for: tuple[str, ...] | None = None
+        self.idle = threading.Event()
+        self.idle.set()
+
+    def app_id(self) -> str:
+        """Delta app id of this query: stable across restarts of the same checkpoint."""
+        metadata = json.loads(Path(self.lake.checkpoint(CHECKPOINT), "metadata").read_text())
+        return f"jobs.route:{metadata['id']}"
+
+    def __call__(self, events: DataFrame, batch_id: int) -> None:
+        self.idle.clear()
+        try:
+            self._run(events, batch_id)
+        finally:
+            self.idle.set()
+
+    def _run(self, events: DataFrame, batch_id: int) -> None:
+        started = time.perf_counter()
+        app_id = self.app_id()
+        if self.storage.done(app_id, batch_id):
+            print(f"batch {batch_id}: already written, skipped", file=self.progress.out, flush=True)
+            return
+        router = self._router()
+        scratch = Scratch()
+        try:
+            result = run_batch(
+                events,
+                self.storage.pending(self.spark),
+                self.storage.state(),
+                self.topology,
+                router,
+                scratch,
+                as_of=self.as_of,
+            )
+            written = scratch.keep(outputs(result, router.source_of))
+            figures, state = summarise(written, result)
+            self.storage.write(written, state, app_id, batch_id)
+        finally:
+            scratch.release()
+        self.progress.add(batch_id, figures, time.perf_counter() - started)
+
+    def _router(self) -> Router:
+        """The router for the addresses in play; rebuilt only when a new address table appears."""
+        addresses = tuple(address_of_source(s) for s in self.lake.address_sources())
+        if self._routed_for != addresses:
+            self._router_cache, self._routed_for = Router(self.topology, addresses), addresses
+        return self._router_cache
+
+
+def summarise(written: DataFrame, result: BatchResult) -> tuple[dict[str, int], JobState]:
+    """The batch's figures and the job state to commit with it, in one Spark action."""
+    table, event = F.col(TABLE), F.col("event")
+    outputs_row = written.agg(
+        F.count_if(table.startswith("addresses/")).alias("copies"),
+        F.count_if(table == "rejected").alias("rejected"),
+        F.count_if((table == "journal") & (event == journal.DEAD_LETTERED)).alias("dead_letters"),
+        F.count_if((table == "journal") & (event == journal.EXPIRED)).alias("expiries"),
+    )
+    positions = result.positions.agg(
+        F.map_from_entries(F.collect_list(F.struct("group", "position"))).alias("positions")
+    )
+    row = (
+        outputs_row.crossJoin(result.counts)
+        .crossJoin(positions)
+        .crossJoin(result.routed.agg(F.count(F.lit(1)).alias("routed")))
+        .first()
+    )
+    rows_in = row["rows_in"]
+    figures = {
+        "rows_in": rows_in,
+        "routed": row["routed"],
+        "applied": rows_in - row["routed"] - row["rejected"],
+        "copies": row["copies"],
+        "dead_letters": row["dead_letters"],
+        "expiries": row["expiries"],
+        "rejected": row["rejected"],
+    }
+    return figures, JobState(result.clock, dict(row["positions"] or {}))
+
+
+def run(
+    args: argparse.Namespace, spark: SparkSession, lake: Lake, topology: Topology, out: TextIO
+) -> int:
+    as_of = _parse_as_of(args.as_of) if args.as_of else None
+    runner = BatchRunner(spark, lake, topology, as_of, out)
+    options = {}
+    if args.as_of:
+        options["asOf"] = str(as_of)
+    if args.max_events_per_trigger:
+        options["maxEventsPerTrigger"] = str(args.max_events_per_trigger)
+    writer = (
+        runner.storage.events(spark, options)
+        .writeStream.foreachBatch(runner)
+        .option("checkpointLocation", lake.checkpoint(CHECKPOINT))
+    )
+    writer = (
+        writer.trigger(availableNow=True)
+        if args.available_now
+        else writer.trigger(processingTime=args.trigger)
+    )
+    query = writer.start()
+    stop = threading.Event()
+    if not args.available_now and threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: stop.set())
+    try:
+        while query.isActive and not stop.is_set():
+            query.awaitTermination(0.5)
+        if stop.is_set():
+            # stop cleanly: let the running micro-batch finish, then stop before the next
+            runner.idle.wait()
+            query.stop()
+        query.awaitTermination()
+    finally:
+        if query.isActive:
+            query.stop()
+    if args.available_now:
+        print("summary:\n" + runner.progress.summary(), file=out, flush=True)
+    return 0
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    spark: SparkSession | None = None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """Run the job; returns the exit status.
+
+    :param spark: a session to use (and leave running), e.g. the tests' one.
+    :param out: where progress and the summary go (default stdout).
+    :param err: where errors go (default stderr).
+    """
+    out = out or sys.stdout
+    err = err or sys.stderr
+    args = parse_args(argv)
+    try:
+        config = load_config(args.conf)
+        if args.as_of:
+            _parse_as_of(args.as_of)
+    except ConfigError as error:
+        print(f"configuration error: {error}", file=err)
+        return 2
+    except (OSError, ValueError) as error:
+        print(f"configuration error: {error}", file=err)
+        return 2
+    lake = Lake.at(args.lake)
+    try:
+        check_lake(lake)
+    except (LakeSchemaError, DeltaLogError, OSError) as error:
+        print(f"lake error: {error}", file=err)
+        return 1
+    own_session = spark is None
+    if spark is None:
+        from routing.session import build_session
+
+        spark = build_session("jobs.route")
+    try:
+        return run(args, spark, lake, Topology(config), out)
+    except Exception as error:  # a failed batch or an unreadable table: say what, exit non-zero
+        print(f"job failed: {error}", file=err)
+        return 1
+    finally:
+        if own_session:
+            spark.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

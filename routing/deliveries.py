@@ -1,0 +1,314 @@
+"""Applying events to queued messages: deliveries, management, expiry (SPEC §5.3, §5.4).
+
+Each (queue, message) takes its events in ``(at, kind, input order)`` order, kind
+being expiry < delivery < management (SPEC §5.4: at the same instant an ACK finds
+the message already expired). With window functions over every key at once:
+
+- ROLLBACK adds one to ``delivery_count``; when ``max-delivery-attempts`` > 0 and
+  the count reaches it the message is dead-lettered, otherwise a redelivery is
+  scheduled at ``at + min(max-redelivery-delay, delay * multiplier^(count-1))``
+  (Artemis ``QueueImpl.calculateRedeliveryDelay``);
+- ACK adds one and ends the message; an expiry, MOVE, RETRY or SEND_TO_DLA ends it;
+- the first ending event is the last one applied; events after it, or before the
+  message entered the queue, are rejected (management rows expanded from a filter
+  and expiries are skipped instead: they never named that message).
+
+Ending transitions make the copies of SPEC §5.4 through :func:`routing.copies.make_copies`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from routing import journal, schemas
+from routing._columns import literal_map
+from routing.copies import ACTUAL_EXPIRY, DEAD_LETTER, EXPIRY, MOVE, RETRY, make_copies
+from routing.ids import copy_id
+from routing.scratch import Scratch
+
+EXPIRE_KIND, DELIVERY_KIND, MANAGEMENT_KIND = 1, 2, 3
+ACK, ROLLBACK = "ACK", "ROLLBACK"
+OP_MOVE, OP_RETRY, OP_SEND_TO_DLA = "MOVE", "RETRY", "SEND_TO_DLA"
+KEY = ("queue", "message_id")
+ORDER = ("at", "_kind", "_o_source", "_o_version", "_o_file", "_o_row")
+
+EVENT_COLUMNS = (
+    "queue",
+    "message_id",
+    "at",
+    "_kind",
+    "outcome",
+    "op",
+    "_to_queue",
+    "_by_filter",
+    *ORDER[2:],
+    "_source",
+    "_row",
+)
+"""Columns of the events the fold takes (deliveries, management rows, expiries).
+``_to_queue`` is a MOVE's destination; ``_o_*`` the input order (source, version, file, row);
+``_source``/``_row`` the input row for ``rejected``."""
+
+
+@dataclass
+class Folded:
+    updated: DataFrame  # final state of every key with an applied event (queue row + _file)
+    journal: DataFrame
+    rejected: DataFrame
+    copies: (
+        DataFrame  # message rows entering their addresses next round (+ _hops, _dla_hint, _source)
+    )
+    unmatched: DataFrame  # events naming no message in play (EVENT_COLUMNS)
+
+
+def retry_target_ok(queue_addresses: Mapping[str, str]) -> Column:
+    """RETRY needs ``_AMQ_ORIG_QUEUE`` naming a queue on the ``_AMQ_ORIG_ADDRESS`` it carries."""
+    props = F.col("properties")
+    target = literal_map(queue_addresses).getItem(props.getItem("_AMQ_ORIG_QUEUE"))
+    return F.coalesce(target == props.getItem("_AMQ_ORIG_ADDRESS"), F.lit(False))
+
+
+def fold(
+    events: DataFrame,
+    state: DataFrame,
+    facts: DataFrame,
+    queue_addresses: Mapping[str, str],
+    source_of,
+    scratch: Scratch,
+) -> Folded:
+    """Apply ``events`` to the PENDING rows ``state`` of their (queue, message).
+
+    :param events: :data:`EVENT_COLUMNS`.
+    :param state: PENDING queue rows in play (queue-row columns + ``_file``).
+    :param facts: :meth:`routing.topology.Topology.queue_facts`.
+    :param queue_addresses: queue name -> address, for MOVE and RETRY targets.
+    :param source_of: address Column -> table Column of the copies.
+    :param scratch: the one frame everything below reads is checkpointed there.
+    """
+    known = F.col("routed_at").isNotNull()
+    is_op = F.col("_kind") == MANAGEMENT_KIND
+    valid = ~is_op | (F.col("op") != OP_RETRY) | retry_target_ok(queue_addresses)
+    early = F.col("at") < F.col("routed_at")
+    quietly = F.col("_by_filter") | (F.col("_kind") == EXPIRE_KIND)
+    refusal = F.when(
+        known & ~valid,
+        F.lit(
+            "RETRY: the message has no _AMQ_ORIG_QUEUE on _AMQ_ORIG_ADDRESS naming an existing queue"
+        ),
+    ).when(known & early, F.lit("the message was not yet in the queue at that time"))
+    eligible = known & F.col("_refusal").isNull()
+
+    key = Window.partitionBy(*KEY)
+    ordered = key.orderBy(*ORDER)
+    so_far = ordered.rowsBetween(Window.unboundedPreceding, 0)
+    rollback = eligible & (F.col("_kind") == DELIVERY_KIND) & (F.col("outcome") == ROLLBACK)
+    ack = eligible & (F.col("_kind") == DELIVERY_KIND) & (F.col("outcome") == ACK)
+    attempts = F.col("max_delivery_attempts")
+    rescheduling = F.col("_applied") & rollback & ~F.col("_ends")
+    rows = scratch.keep(
+        events.join(state, list(KEY), "left")
+        .join(facts, "queue", "left")
+        .withColumn("_refusal", refusal)
+        .withColumn("_pos", F.row_number().over(ordered))
+        .withColumn("_rollbacks", F.sum(rollback.cast("int")).over(so_far))
+        .withColumn("_count", F.col("delivery_count") + F.col("_rollbacks") + ack.cast("int"))
+        .withColumn("_exhausted", rollback & (attempts > 0) & (F.col("_count") >= attempts))
+        .withColumn(
+            "_ends", eligible & (ack | F.col("_exhausted") | (F.col("_kind") != DELIVERY_KIND))
+        )
+        .withColumn("_first_end", F.min(F.when(F.col("_ends"), F.col("_pos"))).over(key))
+        .withColumn(
+            "_applied",
+            eligible & (F.col("_first_end").isNull() | (F.col("_pos") <= F.col("_first_end"))),
+        )
+        .withColumn(
+            "_last",
+            F.coalesce(F.col("_first_end"), F.max(F.when(eligible, F.col("_pos"))).over(key)),
+        )
+        .withColumn("_redeliver_at", _redeliver_at())
+        .withColumn(
+            "_last_redeliver",
+            F.last(F.when(rescheduling, F.col("_redeliver_at")), ignorenulls=True).over(so_far),
+        )
+        .withColumn("_rescheduled", F.max(rescheduling.cast("int")).over(key) > 0)
+        .transform(_with_ending(queue_addresses))
+    )
+    rejected = [
+        _reject(rows.where(known & F.col("_refusal").isNotNull() & ~quietly), F.col("_refusal")),
+        _reject(
+            rows.where(eligible & ~F.col("_applied") & ~quietly),
+            F.concat(F.lit("message is no longer PENDING in queue "), F.col("queue")),
+        ),
+    ]
+    applied = rows.where(F.col("_applied"))
+    journals = [
+        journal.journal_rows(
+            applied.where(rollback & ~F.col("_ends")),
+            at=F.col("at"),
+            queue=F.col("queue"),
+            event=journal.REDELIVERY_SCHEDULED,
+            delivery_count=F.col("_count"),
+            details={
+                "redeliver_at": F.date_format("_redeliver_at", "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'")
+            },
+        )
+    ]
+    ending = applied.where(F.col("_pos") == F.col("_first_end"))
+    journals.append(
+        journal.journal_rows(
+            ending.where(F.col("_target").isNull()),
+            at=F.col("at"),
+            queue=F.col("queue"),
+            event=F.col("_journal_event"),
+            delivery_count=F.col("_count"),
+            details={"reason": F.col("_why")},
+        )
+    )
+    moving = ending.where(F.col("_target").isNotNull())
+    journals.append(
+        journal.journal_rows(
+            moving,
+            at=F.col("at"),
+            queue=F.col("queue"),
+            event=F.col("_journal_event"),
+            delivery_count=F.col("_count"),
+            details={
+                "to_address": F.col("_target"),
+                "to_queue": F.col("_target_queue"),
+                "copy_id": copy_id(
+                    F.col("message_id"),
+                    F.col("_end"),
+                    F.col("queue"),
+                    F.col("_target"),
+                    F.col("_target_queue"),
+                ),
+                "reason": F.col("_why"),
+            },
+        )
+    )
+    copies = moving.transform(
+        make_copies(
+            F.col("_end"),
+            F.col("queue"),
+            F.col("_target"),
+            F.col("at"),
+            target_queue=F.col("_target_queue"),
+            extra_properties=F.when(
+                F.col("_end") == EXPIRY,
+                F.create_map(F.lit(ACTUAL_EXPIRY), F.unix_millis("at").cast("string")),
+            ),
+        )
+    ).select(
+        *schemas.MESSAGE.names,
+        F.lit(0).alias("_hops"),
+        F.lit(False).alias("_dla_hint"),
+        source_of(F.col("address")).alias("_source"),
+    )
+    updated = applied.where(F.col("_pos") == F.col("_last")).select(
+        *schemas.MESSAGE.names,
+        "queue",
+        F.when(F.col("_ends"), F.col("_end_status")).otherwise(F.lit("PENDING")).alias("status"),
+        F.col("_count").cast("int").alias("delivery_count"),
+        F.when(F.col("_rescheduled"), F.col("_last_redeliver"))
+        .otherwise(F.col("redeliver_at"))
+        .alias("redeliver_at"),
+        "routed_at",
+        F.greatest(F.col("status_at"), F.col("at")).alias("status_at"),
+        "_file",
+    )
+    unmatched = rows.where(~known).select(*EVENT_COLUMNS)
+    return Folded(updated, _union(journals), _union(rejected), copies, unmatched)
+
+
+def _union(frames: list[DataFrame]) -> DataFrame:
+    out = frames[0]
+    for frame in frames[1:]:
+        out = out.unionByName(frame)
+    return out
+
+
+def _reject(rows: DataFrame, reason: Column) -> DataFrame:
+    return journal.rejected_rows(
+        rows, source=F.col("_source"), row=F.col("_row"), reason=reason, at=F.col("at")
+    )
+
+
+def _redeliver_at() -> Column:
+    """``at + min(max-redelivery-delay, delay * multiplier^(count-1))``; null without a delay."""
+    delay = F.col("redelivery_delay").cast("double") * F.pow(
+        F.col("redelivery_delay_multiplier"), F.col("_count") - 1
+    )
+    millis = F.least(delay, F.col("max_redelivery_delay").cast("double")).cast("long")
+    return F.when(F.col("redelivery_delay") > 0, F.timestamp_millis(F.unix_millis("at") + millis))
+
+
+def _with_ending(queue_addresses: Mapping[str, str]):
+    """Columns saying what an ending event does (meaningful on rows where ``_ends``).
+
+    ``_end`` ACK / DEAD_LETTER / EXPIRY / MOVE / RETRY; ``_target`` the address a copy
+    goes to (null: no copy — ACK, or nowhere to go); ``_target_queue`` for MOVE/RETRY;
+    ``_end_status`` the queue row's status; ``_journal_event``; ``_why`` the reason.
+    """
+    props = F.col("properties")
+    end = (
+        F.when(F.col("_kind") == EXPIRE_KIND, F.lit(EXPIRY))
+        .when(
+            F.col("_kind") == DELIVERY_KIND,
+            F.when(F.col("_exhausted"), F.lit(DEAD_LETTER)).otherwise(F.lit(ACK)),
+        )
+        .when(F.col("op") == OP_MOVE, F.lit(MOVE))
+        .when(F.col("op") == OP_RETRY, F.lit(RETRY))
+        .otherwise(F.lit(DEAD_LETTER))
+    )
+    dla, expiry = F.col("dead_letter_address"), F.col("expiry_address")
+    target = (
+        F.when(F.col("_end") == DEAD_LETTER, F.when(F.col("dla_has_bindings"), dla))
+        .when(F.col("_end") == EXPIRY, F.when(F.col("expiry_has_bindings"), expiry))
+        .when(F.col("_end") == MOVE, literal_map(queue_addresses).getItem(F.col("_to_queue")))
+        .when(F.col("_end") == RETRY, props.getItem("_AMQ_ORIG_ADDRESS"))
+    )
+    target_queue = F.when(F.col("_end") == MOVE, F.col("_to_queue")).when(
+        F.col("_end") == RETRY, props.getItem("_AMQ_ORIG_QUEUE")
+    )
+    gone = F.col("_target").isNull()
+    status = (
+        F.when(F.col("_end") == ACK, F.lit("ACKED"))
+        .when(F.col("_end").isin(MOVE, RETRY), F.lit("MOVED"))
+        .when(gone, F.lit(journal.DROPPED))
+        .when(F.col("_end") == EXPIRY, F.lit("EXPIRED"))
+        .otherwise(F.lit("DEAD_LETTERED"))
+    )
+    event = (
+        F.when(F.col("_end") == ACK, F.lit(journal.ACKED))
+        .when(F.col("_end") == MOVE, F.lit(journal.MOVED))
+        .when(F.col("_end") == RETRY, F.lit(journal.RETRIED))
+        .when(gone, F.lit(journal.DROPPED))
+        .when(F.col("_end") == EXPIRY, F.lit(journal.EXPIRED))
+        .otherwise(F.lit(journal.DEAD_LETTERED))
+    )
+    why = (
+        F.when((F.col("_end") == DEAD_LETTER) & dla.isNull(), F.lit(journal.NO_DLA))
+        .when((F.col("_end") == DEAD_LETTER) & gone, F.lit(journal.DLA_NO_BINDINGS))
+        .when((F.col("_end") == EXPIRY) & expiry.isNull(), F.lit(journal.NO_EXPIRY_ADDRESS))
+        .when((F.col("_end") == EXPIRY) & gone, F.lit(journal.EXPIRY_NO_BINDINGS))
+        .when(
+            (F.col("_end") == DEAD_LETTER) & (F.col("op") == OP_SEND_TO_DLA), F.lit(OP_SEND_TO_DLA)
+        )
+        .when(F.col("_end") == DEAD_LETTER, F.lit("MAX_DELIVERY_ATTEMPTS"))
+    )
+
+    def transform(rows: DataFrame) -> DataFrame:
+        return (
+            rows.withColumn("_end", end)
+            .withColumn("_target", target)
+            .withColumn("_target_queue", target_queue)
+            .withColumn("_end_status", status)
+            .withColumn("_journal_event", event)
+            .withColumn("_why", why)
+        )
+
+    return transform

@@ -1,0 +1,270 @@
+"""One micro-batch of the job: rounds of routing and events (docs/DESIGN.md).
+
+Round 1 routes the producer rows of the batch, then applies the batch's
+deliveries, management rows and due expiries to every PENDING message (those of
+earlier batches and those just routed). Ending transitions make copies
+(dead letter, expiry, MOVE, RETRY); round 2 routes them and applies what concerns
+them, and so on until a round makes no copy. Everything of one batch therefore
+happens in event-time order whatever the micro-batch sizes.
+
+:func:`run_batch` is pure apart from Spark actions: it reads nothing from
+storage and writes nothing; the job writes :class:`BatchResult` in one commit
+per table.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import reduce
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from routing import journal, schemas
+from routing._columns import literal_map
+from routing.deliveries import EVENT_COLUMNS, EXPIRE_KIND, MANAGEMENT_KIND, fold
+from routing.expiry import expires_at
+from routing.filters import FilterSyntaxError, matches, parse_filter
+from routing.ids import COPY_ID_BASE
+from routing.inputs import classify, split
+from routing.routing import Router
+from routing.scratch import Scratch
+from routing.topology import Topology
+from routing.turns import positions_frame
+
+QUEUE_ROW = schemas.QUEUE_MESSAGE.names
+STATE_VERSION = 1
+
+
+@dataclass
+class JobState:
+    """What the job carries from one micro-batch to the next, besides queue rows."""
+
+    clock: int | None = None  # lake clock, epoch µs
+    positions: dict[str, int] = field(default_factory=dict)  # round-robin positions
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"version": STATE_VERSION, "clock": self.clock, "positions": self.positions},
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_json(cls, text: str | None) -> JobState:
+        if not text:
+            return cls()
+        data = json.loads(text)
+        return cls(data.get("clock"), dict(data.get("positions", {})))
+
+
+@dataclass
+class BatchResult:
+    """Everything a micro-batch writes, as lazy frames over the batch's scratch."""
+
+    queue_rows: (
+        DataFrame  # rows for queue_messages (QUEUE_ROW + _file: the PENDING file they replace)
+    )
+    journal: DataFrame
+    rejected: DataFrame
+    copies: DataFrame  # message rows to append to their address tables
+    clock: int | None  # the lake clock after the batch (epoch µs)
+    positions: DataFrame  # round-robin positions after the batch (turns.POSITIONS)
+    counts: DataFrame  # one row: rows_in (input rows, the job's own copies aside), own_copies
+    routed: DataFrame  # the producer rows accepted for routing
+    rounds: int = 0
+
+
+def _union(frames: Iterable[DataFrame | None]) -> DataFrame | None:
+    present = [f for f in frames if f is not None]
+    return reduce(lambda a, b: a.unionByName(b), present) if present else None
+
+
+def filter_errors(filters: Iterable[str]) -> dict[str, str]:
+    """The filters that do not parse, with the parser's message."""
+    errors = {}
+    for text in filters:
+        if not text.strip():  # blank: no filter, as Artemis's FilterImpl.createFilter
+            continue
+        try:
+            parse_filter(text)
+        except FilterSyntaxError as error:
+            errors[text] = str(error)
+    return errors
+
+
+def expiries(in_play: DataFrame, clock: int) -> DataFrame:
+    """An expiry event for each message in play whose expiration is due by the lake clock."""
+    due = expires_at(clock)
+    return in_play.where(due.isNotNull()).select(
+        "queue",
+        "message_id",
+        due.alias("at"),
+        F.lit(EXPIRE_KIND).alias("_kind"),
+        *_nulls(EVENT_COLUMNS[4:7]),
+        F.lit(False).alias("_by_filter"),
+        *_nulls(EVENT_COLUMNS[8:]),
+    )
+
+
+def _nulls(names: Iterable[str]) -> list[Column]:
+    types = {"_o_version": "long", "_o_row": "long"}
+    return [F.lit(None).cast(types.get(n, "string")).alias(n) for n in names]
+
+
+def expand_by_filter(ops: DataFrame, in_play: DataFrame, filters: Iterable[str]) -> DataFrame:
+    """Management rows without ``message_id``: one event per PENDING message of the queue
+    that had entered it by the row's time and matches its filter (null: every one)."""
+    texts = sorted(set(filters))
+    matched = F.lit(True)
+    if texts:
+        # element_at over an array, not a CASE chain: many filters would outgrow codegen
+        index = literal_map({t: i + 1 for i, t in enumerate(texts)}, "int").getItem(F.col("filter"))
+        matched = F.coalesce(
+            F.element_at(F.array(*[matches(t) for t in texts]), index), F.lit(True)
+        )
+    joined = ops.join(in_play, "queue")
+    return joined.where((F.col("routed_at") <= F.col("at")) & matched).select(
+        "queue",
+        "message_id",
+        "at",
+        F.lit(MANAGEMENT_KIND).alias("_kind"),
+        F.lit(None).cast("string").alias("outcome"),
+        "op",
+        "_to_queue",
+        F.lit(True).alias("_by_filter"),
+        *EVENT_COLUMNS[8:],
+    )
+
+
+def run_batch(
+    events: DataFrame,
+    pending: DataFrame,
+    state: JobState,
+    topology: Topology,
+    router: Router,
+    scratch: Scratch,
+    *,
+    as_of: int | None = None,
+) -> BatchResult:
+    """Plan one micro-batch: checkpoints at each routing pass and each round's fold,
+    one action for the batch's clock and filters, one emptiness check per round.
+
+    :param events: the batch's rows of the ``lake_events`` source.
+    :param pending: PENDING rows of ``queue_messages`` before the batch (+ ``_file``).
+    :param state: the job state after the previous batch.
+    :param scratch: keeps the checkpoints of the batch; released by the caller.
+    :param as_of: ``--as-of`` in epoch µs.
+    """
+    spark: SparkSession = events.sparkSession
+    classified = classify(events, topology.queues, scratch)
+    facts = classified.agg(
+        F.max(F.unix_micros(F.coalesce("sent_at", "at"))).alias("latest"),
+        F.collect_set(F.when(F.col("source") == "management", F.col("filter"))).alias("filters"),
+        F.count(F.lit(1)).alias("rows"),
+        F.count_if(F.col("_own")).alias("own_copies"),
+        F.count_if(
+            ~F.col("source").startswith("addresses/") & (F.col("message_id") >= COPY_ID_BASE)
+        ).alias("copy_events"),
+        F.count_if((F.col("source") == "management") & F.col("message_id").isNull()).alias(
+            "filter_ops"
+        ),
+    ).first()
+    # the lake clock (SPEC §5.4): latest event time seen, or --as-of if later; never back
+    times = [t for t in (state.clock, facts.latest, as_of) if t is not None]
+    clock = max(times) if times else None
+    bad = filter_errors(facts.filters)
+    good_filters = [f for f in facts.filters if f not in bad]
+    inputs = split(classified, bad)
+    queue_facts = F.broadcast(topology.queue_facts(spark))
+    queue_addresses = {q.name: q.address for q in topology.queues.values()}
+
+    positions = positions_frame(spark, state.positions)
+    old = pending.select(*QUEUE_ROW, "_file")
+    waiting = _union([inputs.deliveries, inputs.by_id])
+    journals: list[DataFrame] = []
+    rejected: list[DataFrame] = [inputs.rejected]
+    copies: list[DataFrame] = []
+    entries: list[DataFrame] = []
+    updated: list[DataFrame] = []
+    # after round 1 only copies enter queues; unless an event names a copy, an operator
+    # works by filter, or an address may give a copy an expiration, nothing applies to them
+    later_rounds_apply = bool(facts.copy_events or facts.filter_ops) or router.may_set_expiration
+    entering = inputs.messages
+    rounds = 0
+    while True:
+        rounds += 1
+        routed = router.route(entering, positions, scratch)
+        positions = routed.positions
+        journals += routed.journal
+        rejected += routed.rejected
+        copies += routed.copies
+        if rounds > 1:
+            copies.append(entering.select(*schemas.MESSAGE.names))
+        new = _union(routed.entries).withColumn("_file", F.lit(None).cast("string"))
+        entries.append(new)
+        in_play = _union([old, new]) if rounds == 1 else new
+        if rounds > 1 and not later_rounds_apply:
+            break
+        round_events = _union(
+            [
+                waiting,
+                expand_by_filter(inputs.by_filter, in_play, good_filters),
+                expiries(in_play, clock) if clock is not None else None,
+            ]
+        )
+        folded = fold(
+            round_events, in_play, queue_facts, queue_addresses, router.source_of, scratch
+        )
+        updated.append(folded.updated)
+        journals.append(folded.journal)
+        rejected.append(folded.rejected)
+        # a copy made later in this batch may still enter that queue: it waits for it
+        waiting = folded.unmatched.where(F.col("message_id") >= COPY_ID_BASE)
+        rejected.append(
+            _no_such_message(folded.unmatched.where(F.col("message_id") < COPY_ID_BASE))
+        )
+        entering = scratch.keep(folded.copies)
+        if entering.isEmpty():
+            break
+    rejected.append(_no_such_message(waiting))
+
+    changed = _union(updated)
+    changed_keys = changed.select("queue", "message_id")
+    # the PENDING files holding a changed row are replaced: their other rows are carried over
+    touched = changed.where(F.col("_file").isNotNull()).select("_file").distinct()
+    carried = old.join(touched, "_file", "left_semi").join(
+        changed_keys, ["queue", "message_id"], "left_anti"
+    )
+    untouched_new = _union(entries).join(changed_keys, ["queue", "message_id"], "left_anti")
+    counts = spark.createDataFrame(
+        [(facts.rows - facts.own_copies, facts.own_copies)], "rows_in long, own_copies long"
+    )
+    return BatchResult(
+        queue_rows=_union([untouched_new, changed, carried]).select(*QUEUE_ROW, "_file"),
+        journal=_union(journals),
+        rejected=_union(rejected),
+        copies=_union(copies),
+        clock=clock,
+        positions=positions,
+        counts=counts,
+        rounds=rounds,
+        routed=inputs.messages,
+    )
+
+
+def _no_such_message(events: DataFrame) -> DataFrame:
+    reason = F.concat(
+        F.lit("no PENDING message "),
+        F.col("message_id").cast("string"),
+        F.lit(" in queue "),
+        F.col("queue"),
+    )
+    return journal.rejected_rows(
+        events.where(~F.col("_by_filter") & (F.col("_kind") != EXPIRE_KIND)),
+        source=F.col("_source"),
+        row=F.col("_row"),
+        reason=reason,
+        at=F.col("at"),
+    )

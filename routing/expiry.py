@@ -1,0 +1,79 @@
+"""Expiry: the settings applied on entering an address, and when a queued message expires.
+
+Entering an address (every route, copies included) applies its settings at the
+row's ``sent_at`` (SPEC §5.2 step 5, Artemis ``PostOfficeImpl.applyExpiryDelay``):
+``no-expiry`` clears the expiration; else ``expiry-delay >= 0`` sets it when absent;
+else, when absent, ``max-expiry-delay`` (or, without one, ``min-expiry-delay``) sets
+it, and when present it is clamped into ``[now + min, now + max]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from routing.settings import AddressSettings
+
+UNSET = -1  # Artemis's default for expiry-delay, min- and max-expiry-delay
+
+
+def _plus_ms(moment: Column, millis: int) -> Column:
+    return F.timestamp_micros(F.unix_micros(moment) + F.lit(millis * 1000))
+
+
+def expiration_on_entry(settings: AddressSettings) -> Column:
+    """The ``expiration`` a row gets on entering an address with ``settings``."""
+    expiration, now = F.col("expiration"), F.col("sent_at")
+    if settings.no_expiry:
+        return F.lit(None).cast("timestamp")
+    if settings.expiry_delay >= 0:
+        return F.coalesce(expiration, _plus_ms(now, settings.expiry_delay))
+    low, high = settings.min_expiry_delay, settings.max_expiry_delay
+    if low == UNSET and high == UNSET:
+        return expiration
+    when_absent = _plus_ms(now, high if high != UNSET else low)
+    present = expiration
+    if low != UNSET:
+        present = F.when(expiration < _plus_ms(now, low), _plus_ms(now, low)).otherwise(present)
+    if high != UNSET:
+        present = F.when(expiration > _plus_ms(now, high), _plus_ms(now, high)).otherwise(present)
+    return F.when(expiration.isNull(), when_absent).otherwise(present)
+
+
+def has_expiry_settings(settings: AddressSettings) -> bool:
+    return (
+        settings.no_expiry
+        or settings.expiry_delay >= 0
+        or settings.min_expiry_delay != UNSET
+        or settings.max_expiry_delay != UNSET
+    )
+
+
+def apply_expiry_settings(
+    addresses: Iterable[str], settings_of: Callable[[str], AddressSettings]
+) -> Callable[[DataFrame], DataFrame]:
+    """Set ``expiration`` of rows entering their ``address`` (only addresses that change it)."""
+
+    def transform(rows: DataFrame) -> DataFrame:
+        expiration = F.col("expiration")
+        for address in sorted(addresses):
+            settings = settings_of(address)
+            if has_expiry_settings(settings):
+                expiration = F.when(
+                    F.col("address") == F.lit(address), expiration_on_entry(settings)
+                ).otherwise(expiration)
+        return rows.withColumn("expiration", expiration)
+
+    return transform
+
+
+def expires_at(clock_micros: int) -> Column:
+    """When a queued message expires (SPEC §5.4): at its expiration, or on entering the
+    queue if that is later; null when it does not expire by the lake clock."""
+    expiration = F.col("expiration")
+    return F.when(
+        expiration.isNotNull() & (F.unix_micros(expiration) <= F.lit(clock_micros)),
+        F.greatest(expiration, F.col("routed_at")),
+    )

@@ -1,0 +1,261 @@
+"""Input rows of a micro-batch: producer messages, deliveries, management rows.
+
+Every input row ends up routed, applied or rejected (SPEC §3.5): this module splits
+the rows read by :mod:`routing.lake_events` into the valid ones of each kind and
+``rejected`` rows with a reason. A row the job wrote itself (a copy, recognised by
+its id, SPEC §5.6) was routed when it was made and is skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from routing import journal, schemas
+from routing._columns import literal_map
+from routing.deliveries import DELIVERY_KIND, MANAGEMENT_KIND
+from routing.ids import COPY_ID_BASE, copy_id
+from routing.scratch import Scratch
+
+ROUTING_TYPES = ("ANYCAST", "MULTICAST")
+OUTCOMES = ("ACK", "ROLLBACK")
+OPS = ("MOVE", "RETRY", "SEND_TO_DLA")
+
+
+@dataclass
+class Inputs:
+    messages: DataFrame  # message rows + _hops, _dla_hint, _source
+    deliveries: DataFrame  # fold events (routing.deliveries.EVENT_COLUMNS)
+    by_id: DataFrame  # management rows naming a message: fold events
+    by_filter: DataFrame  # management rows naming a filter: expanded later
+    rejected: DataFrame
+
+
+def _first(*checks: tuple[Column, Column | str]) -> Column:
+    """The first failing check's reason (null when every check passes)."""
+    out = F.lit(None).cast("string")
+    for failed, reason in reversed(checks):
+        out = F.when(failed, reason if isinstance(reason, Column) else F.lit(reason)).otherwise(out)
+    return out
+
+
+def _null(name: str) -> tuple[Column, str]:
+    return F.col(name).isNull(), f"{name} is null"
+
+
+def _quoted(name: str) -> Column:
+    return F.concat(F.lit("'"), F.col(name), F.lit("'"))
+
+
+def own_copy() -> Column:
+    """True for a row the job wrote: its id is the copy id of the hop its breadcrumbs name."""
+    props = F.col("properties")
+    parent = props.getItem("_AMQ_ORIG_MESSAGE_ID")
+    expected = copy_id(
+        parent.try_cast("long"),
+        F.col("copy_reason"),
+        props.getItem("_AMQ_ORIG_QUEUE"),
+        F.col("address"),
+        F.col("to_queue"),
+    )
+    return F.coalesce(
+        F.col("copy_reason").isNotNull() & (F.col("message_id") == expected), F.lit(False)
+    )
+
+
+def order_columns() -> list[Column]:
+    return [
+        F.col("source").alias("_o_source"),
+        F.col("version").alias("_o_version"),
+        F.col("file").alias("_o_file"),
+        F.col("row").alias("_o_row"),
+    ]
+
+
+def classify(events: DataFrame, queues: Iterable[str], scratch: Scratch) -> DataFrame:
+    """Every input row with ``_reason`` (why it is rejected, null if valid), ``_own`` (the
+    job's own copy read back) and ``_row`` (its JSON for ``rejected``), checkpointed.
+
+    Management filters are checked afterwards (:func:`split`): which ones parse is
+    known only once the batch's filters have been read.
+    """
+    known = sorted(set(queues))
+    is_message = F.col("source").startswith("addresses/")
+    is_delivery = F.col("source") == "deliveries"
+    classified = (
+        events.withColumn("_source", F.col("source"))
+        .withColumn("_own", is_message & own_copy())
+        .withColumn(
+            "_reason",
+            F.when(is_message & ~F.col("_own"), _message_reason())
+            .when(is_delivery, _delivery_reason(known))
+            .when(~is_message, _management_reason(known)),
+        )
+        .transform(_reject_duplicates)
+        .withColumn(
+            "_row",
+            F.coalesce(
+                F.col("raw"),
+                F.when(is_message, journal.message_json())
+                .when(is_delivery, _json(schemas.DELIVERY))
+                .otherwise(_json(schemas.MANAGEMENT)),
+            ),
+        )
+    )
+    return scratch.keep(classified)
+
+
+def split(classified: DataFrame, bad_filters: Mapping[str, str]) -> Inputs:
+    """The valid rows of each kind, and the rejected ones (cheap selections)."""
+    is_message = F.col("source").startswith("addresses/")
+    is_management = F.col("source") == "management"
+    bad_filter = literal_map(bad_filters).getItem(F.col("filter"))
+    reason = F.coalesce(
+        F.col("_reason"),
+        F.when(
+            is_management & bad_filter.isNotNull(),
+            F.concat(F.lit("filter does not parse: "), bad_filter),
+        ),
+    )
+    rows = classified.withColumn("_reason", reason)
+    valid = F.col("_reason").isNull() & ~F.col("_own")
+    messages = rows.where(is_message & valid).select(
+        *schemas.MESSAGE.names, F.lit(0).alias("_hops"), F.lit(False).alias("_dla_hint"), "_source"
+    )
+    rejected = journal.rejected_rows(
+        rows.where(F.col("_reason").isNotNull()),
+        source=F.col("source"),
+        row=F.col("_row"),
+        reason=F.col("_reason"),
+        at=F.coalesce("sent_at", "at"),
+    )
+    management = rows.where(is_management & valid)
+    return Inputs(
+        messages=messages,
+        deliveries=_events(rows.where((F.col("source") == "deliveries") & valid), DELIVERY_KIND),
+        by_id=_events(management.where(F.col("message_id").isNotNull()), MANAGEMENT_KIND),
+        by_filter=management.where(F.col("message_id").isNull()).select(
+            "op",
+            "queue",
+            "filter",
+            F.col("to_queue").alias("_to_queue"),
+            "at",
+            *order_columns(),
+            "_source",
+            "_row",
+        ),
+        rejected=rejected,
+    )
+
+
+def _json(schema) -> Column:
+    return F.to_json(F.struct(*[F.col(c) for c in schema.names]))
+
+
+def _message_reason() -> Column:
+    return _first(
+        (F.col("error").isNotNull(), F.col("error")),
+        _null("message_id"),
+        _null("address"),
+        _null("sent_at"),
+        (F.col("copy_reason").isNotNull(), "copy_reason is set: a producer's row leaves it null"),
+        (F.col("to_queue").isNotNull(), "to_queue is set: only MOVE and RETRY copies carry it"),
+        (
+            (F.col("message_id") < 0) | (F.col("message_id") >= COPY_ID_BASE),
+            F.concat(
+                F.lit("message_id "),
+                F.col("message_id").cast("string"),
+                F.lit(f" is outside [0, 2^62): ids from {COPY_ID_BASE} up are the broker's copies"),
+            ),
+        ),
+        (
+            F.col("routing_type").isNotNull() & ~F.col("routing_type").isin(*ROUTING_TYPES),
+            F.concat(
+                F.lit("unknown routing_type "),
+                _quoted("routing_type"),
+                F.lit("; expected ANYCAST, MULTICAST or null"),
+            ),
+        ),
+        (
+            F.col("priority").isNotNull() & ~F.col("priority").between(0, 9),
+            F.concat(F.lit("priority "), F.col("priority").cast("string"), F.lit(" is not in 0-9")),
+        ),
+    )
+
+
+def _delivery_reason(known: list[str]) -> Column:
+    return _first(
+        (F.col("error").isNotNull(), F.col("error")),
+        _null("queue"),
+        _null("message_id"),
+        _null("outcome"),
+        _null("at"),
+        (
+            ~F.col("outcome").isin(*OUTCOMES),
+            F.concat(
+                F.lit("unknown outcome "), _quoted("outcome"), F.lit("; expected ACK or ROLLBACK")
+            ),
+        ),
+        (~F.col("queue").isin(*known), F.concat(F.lit("unknown queue "), _quoted("queue"))),
+    )
+
+
+def _management_reason(known: list[str]) -> Column:
+    return _first(
+        (F.col("error").isNotNull(), F.col("error")),
+        _null("op"),
+        _null("queue"),
+        _null("at"),
+        (
+            ~F.col("op").isin(*OPS),
+            F.concat(
+                F.lit("unknown op "), _quoted("op"), F.lit("; expected MOVE, RETRY or SEND_TO_DLA")
+            ),
+        ),
+        (~F.col("queue").isin(*known), F.concat(F.lit("unknown queue "), _quoted("queue"))),
+        ((F.col("op") == "MOVE") & F.col("to_queue").isNull(), "MOVE needs to_queue"),
+        (
+            (F.col("op") == "MOVE") & ~F.col("to_queue").isin(*known),
+            F.concat(F.lit("to_queue "), _quoted("to_queue"), F.lit(" does not exist")),
+        ),
+        ((F.col("op") != "MOVE") & F.col("to_queue").isNotNull(), "to_queue is only for MOVE"),
+        (
+            F.col("message_id").isNotNull() & F.col("filter").isNotNull(),
+            "give message_id or filter, not both",
+        ),
+    )
+
+
+def _reject_duplicates(rows: DataFrame) -> DataFrame:
+    """The same producer id twice in one batch: the later rows (in input order) are rejected."""
+    candidate = (
+        F.col("source").startswith("addresses/") & F.col("_reason").isNull() & ~F.col("_own")
+    )
+    first = Window.partitionBy("message_id", candidate).orderBy("source", "version", "file", "row")
+    duplicate = candidate & (F.row_number().over(first) > 1)
+    return rows.withColumn(
+        "_reason",
+        F.when(
+            duplicate, F.concat(F.lit("duplicate message_id "), F.col("message_id").cast("string"))
+        ).otherwise(F.col("_reason")),
+    )
+
+
+def _events(rows: DataFrame, kind: int) -> DataFrame:
+    """Valid delivery or management rows as fold events."""
+    return rows.select(
+        "queue",
+        "message_id",
+        "at",
+        F.lit(kind).alias("_kind"),
+        "outcome",
+        "op",
+        F.col("to_queue").alias("_to_queue"),
+        F.lit(False).alias("_by_filter"),
+        *order_columns(),
+        "_source",
+        "_row",
+    )

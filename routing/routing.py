@@ -1,0 +1,441 @@
+"""Routing message rows: diverts, then the queues bound to the address (SPEC §5.2).
+
+For each row entering an address (Artemis ``BindingsImpl.route``):
+
+1. its expiry settings apply (:mod:`routing.expiry`);
+2. every matching exclusive divert fires; if any did, the row goes nowhere else;
+3. otherwise every matching non-exclusive divert fires (diverts sharing a
+   routing-name take turns, :mod:`routing.turns`), and the row goes to every
+   matching MULTICAST queue and to one ANYCAST queue (turns again), each only if
+   the queue's filter matches and its kind matches the row's routing type (null
+   matches both);
+4. a MOVE/RETRY copy (``to_queue`` set) goes to that queue only;
+5. a row that reached no queue and fired no divert is dropped (``NO_ROUTE``) or,
+   with ``send-to-dla-on-no-route``, copied to the dead-letter address once (a copy
+   that finds no route there is dropped: Artemis's ``sendToDLAHint``).
+
+Divert and dead-letter copies are routed in further passes until none is left; a
+copy that would be the 65th divert hop is not made and the row is rejected.
+
+Internal columns carried with the rows: ``_hops`` (divert hops so far),
+``_dla_hint`` (a send-to-dla-on-no-route copy), ``_source`` (the table the row is
+in, for ``rejected``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import reduce
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from routing import journal, schemas
+from routing._columns import literal_map
+from routing.config import DivertConfig
+from routing.copies import DEAD_LETTER, DIVERT, make_copies
+from routing.expiry import apply_expiry_settings, has_expiry_settings
+from routing.filters import matches
+from routing.ids import copy_id
+from routing.lake import address_source
+from routing.scratch import Scratch
+from routing.topology import ANYCAST, MULTICAST, Topology
+from routing.turns import take_turns
+
+MAX_HOPS = 64
+CHUNK = 8  # passes routed lazily between emptiness checks when the copy graph has a cycle
+INTERNAL = ("_hops", "_dla_hint", "_source")
+QUEUE_ROW = schemas.QUEUE_MESSAGE.names
+
+
+@dataclass(frozen=True)
+class TurnGroup:
+    """Bindings of one address taking turns: the anycast queues, or diverts sharing a name."""
+
+    key: str
+    address: str
+    members: tuple[str, ...]
+    filters: tuple[str | None, ...]
+    anycast: bool
+
+
+@dataclass
+class Routed:
+    """What routing some rows produced (all passes)."""
+
+    entries: list[DataFrame] = field(default_factory=list)  # new queue rows (QUEUE_ROW)
+    journal: list[DataFrame] = field(default_factory=list)
+    rejected: list[DataFrame] = field(default_factory=list)
+    copies: list[DataFrame] = field(default_factory=list)  # rows to append to address tables
+    positions: DataFrame | None = None  # round-robin positions after these rows (turns.POSITIONS)
+    passes: int = 0
+
+
+def _union(frames: Iterable[DataFrame]) -> DataFrame | None:
+    frames = list(frames)
+    return reduce(lambda a, b: a.unionByName(b), frames) if frames else None
+
+
+class Router:
+    """Routing compiled for one topology and the addresses in play (config + lake tables)."""
+
+    def __init__(self, topology: Topology, addresses: Iterable[str] = ()) -> None:
+        self.topology = topology
+        self.addresses = sorted(set(addresses) | set(topology.addresses))
+        self.groups = self._turn_groups()
+        self._by_key = {g.key: g for g in self.groups}
+        self.passes = self._passes_needed()
+        self.may_set_expiration = any(
+            has_expiry_settings(self.topology.settings(a))
+            and not self.topology.settings(a).no_expiry
+            for a in self.addresses
+        )
+
+    # ---- static structure -----------------------------------------------------------
+
+    def _turn_groups(self) -> list[TurnGroup]:
+        groups = []
+        for address in self.topology.routed_addresses:
+            anycast = [q for q in self.topology.queues_on(address) if q.routing_type == ANYCAST]
+            if len(anycast) >= 2:
+                groups.append(
+                    TurnGroup(
+                        f"anycast:{address}",
+                        address,
+                        tuple(q.name for q in anycast),
+                        tuple(q.filter for q in anycast),
+                        True,
+                    )
+                )
+            named: dict[str, list[DivertConfig]] = {}
+            for divert in self.topology.diverts_on(address):
+                if not divert.exclusive and divert.routing_name is not None:
+                    named.setdefault(divert.routing_name, []).append(divert)
+            for name, diverts in named.items():
+                if len(diverts) >= 2:
+                    groups.append(
+                        TurnGroup(
+                            f"divert:{address}:{name}",
+                            address,
+                            tuple(d.name for d in diverts),
+                            tuple(d.filter for d in diverts),
+                            False,
+                        )
+                    )
+        return groups
+
+    def _passes_needed(self) -> int | None:
+        """Passes that route every copy routing can make, when the graph of divert and
+        no-route dead-letter edges between addresses has no cycle (else None)."""
+        edges: dict[str, set[str]] = {}
+        for divert in self.topology.config.diverts:
+            edges.setdefault(divert.address, set()).update(divert.forwarding_addresses)
+        for address in self.addresses:
+            settings = self.topology.settings(address)
+            if settings.send_to_dla_on_no_route and settings.dead_letter_address:
+                edges.setdefault(address, set()).add(settings.dead_letter_address)
+        depth: dict[str, int] = {}
+        visiting: set[str] = set()
+
+        def longest(node: str) -> int | None:
+            if node in depth:
+                return depth[node]
+            if node in visiting:
+                return None
+            visiting.add(node)
+            best = 0
+            for target in edges.get(node, ()):
+                below = longest(target)
+                if below is None:
+                    return None
+                best = max(best, below + 1)
+            visiting.discard(node)
+            depth[node] = best
+            return best
+
+        deepest = 0
+        for node in edges:
+            found = longest(node)
+            if found is None:
+                return None
+            deepest = max(deepest, found)
+        return deepest + 1
+
+    def _in_group(self, divert: DivertConfig) -> TurnGroup | None:
+        if divert.exclusive or divert.routing_name is None:
+            return None
+        return self._by_key.get(f"divert:{divert.address}:{divert.routing_name}")
+
+    # ---- columns ------------------------------------------------------------------------
+
+    @staticmethod
+    def _at(address: str) -> Column:
+        return F.col("address") == F.lit(address)
+
+    @staticmethod
+    def _takes(kind: str) -> Column:
+        """The row's routing type allows a queue of ``kind`` (null matches both)."""
+        return F.col("routing_type").isNull() | (F.col("routing_type") == F.lit(kind))
+
+    @staticmethod
+    def _divert_struct(divert: DivertConfig) -> Column:
+        return F.struct(
+            F.lit(divert.name).alias("name"),
+            F.lit(divert.routing_type).alias("routing_type"),
+            F.array(*[F.lit(a) for a in divert.forwarding_addresses]).alias("forwarding"),
+        )
+
+    def _exclusive(self) -> Column:
+        fired = [
+            self._at(d.address) & matches(d.filter)
+            for d in self.topology.config.diverts
+            if d.exclusive
+        ]
+        routed = F.col("to_queue").isNull()
+        return routed & reduce(lambda a, b: a | b, fired) if fired else F.lit(False)
+
+    def _fired(self) -> Column:
+        """The diverts a row fires: array of (name, routing_type, forwarding)."""
+        normal = F.col("to_queue").isNull() & ~F.col("_exclusive")
+        fired = []
+        for divert in self.topology.config.diverts:
+            at = self._at(divert.address)
+            if divert.exclusive:
+                cond = F.col("to_queue").isNull() & at & matches(divert.filter)
+            elif (group := self._in_group(divert)) is not None:
+                cond = normal & (
+                    F.col("_turns").getItem(group.key) == group.members.index(divert.name)
+                )
+            else:
+                cond = normal & at & matches(divert.filter)
+            fired.append(F.when(cond, self._divert_struct(divert)))
+        if not fired:
+            return F.array().cast(
+                "array<struct<name:string,routing_type:string,forwarding:array<string>>>"
+            )
+        return F.array_compact(F.array(*fired))
+
+    def _queues(self) -> Column:
+        """The queues a row enters."""
+        normal = F.col("to_queue").isNull() & ~F.col("_exclusive")
+        entered = []
+        for address in self.topology.routed_addresses:
+            at = self._at(address)
+            queues = self.topology.queues_on(address)
+            anycast = [q for q in queues if q.routing_type == ANYCAST]
+            for queue in queues:
+                if queue.routing_type == MULTICAST:
+                    cond = normal & at & self._takes(MULTICAST) & matches(queue.filter)
+                elif len(anycast) == 1:
+                    cond = normal & at & self._takes(ANYCAST) & matches(queue.filter)
+                else:
+                    index = [q.name for q in anycast].index(queue.name)
+                    cond = normal & (F.col("_turns").getItem(f"anycast:{address}") == index)
+                entered.append(F.when(cond, F.lit(queue.name)))
+        entered.append(F.col("to_queue"))
+        return F.array_compact(F.array(*entered))
+
+    def _turn_requests(self) -> Column:
+        """Per row, the turns it takes: array of (group, mask)."""
+        normal = F.col("to_queue").isNull() & ~F.col("_exclusive")
+        requests = []
+        for group in self.groups:
+            cond = normal & self._at(group.address)
+            if group.anycast:
+                cond = cond & self._takes(ANYCAST)
+            mask = F.array(*[matches(f) for f in group.filters])
+            requests.append(
+                F.when(cond, F.struct(F.lit(group.key).alias("group"), mask.alias("mask")))
+            )
+        return F.array_compact(F.array(*requests))
+
+    def _no_route_dla(self) -> Column:
+        """Dead-letter address of rows with no route, where send-to-dla-on-no-route applies."""
+        dla = F.lit(None).cast("string")
+        for address in self.addresses:
+            settings = self.topology.settings(address)
+            if settings.send_to_dla_on_no_route and settings.dead_letter_address:
+                dla = F.when(self._at(address), F.lit(settings.dead_letter_address)).otherwise(dla)
+        return dla
+
+    def source_of(self, address: Column) -> Column:
+        """The table (``addresses/<dir>``) of a copy's address: copies only go to known addresses."""
+        return literal_map({a: address_source(a) for a in self.addresses}).getItem(address)
+
+    # ---- passes -------------------------------------------------------------------------
+
+    def route(self, rows: DataFrame, positions: DataFrame, scratch: Scratch) -> Routed:
+        """Route ``rows`` (message columns + :data:`INTERNAL`) and every copy they lead to.
+
+        Lazy: with no cycle in the copy graph exactly the passes needed are planned; with
+        one, passes are planned :data:`CHUNK` at a time until no copy is left (the hop
+        cut guarantees an end).
+        """
+        result = Routed(positions=positions)
+        current = rows
+        if self.passes is not None:
+            for number in range(self.passes):
+                current = self._pass(current, result, scratch, last=number == self.passes - 1)
+            return result
+        while True:
+            for _ in range(CHUNK):
+                current = self._pass(current, result, scratch)
+            if current.isEmpty():
+                return result
+
+    def _pass(
+        self, rows: DataFrame, result: Routed, scratch: Scratch, *, last: bool = False
+    ) -> DataFrame:
+        """Route one generation of rows; return the copies they made (the next generation).
+
+        ``last``: the copy graph allows no further copy, so the (empty) result is not kept.
+        """
+        rows = rows.transform(apply_expiry_settings(self.addresses, self.topology.settings))
+        rows = rows.withColumn("_exclusive", self._exclusive())
+        if self.groups:
+            rows = self._with_turns(rows, result, scratch)
+        else:
+            rows = rows.withColumn("_turns", F.lit(None).cast("map<string,int>"))
+        decided = scratch.keep(
+            rows.withColumn("_fired", self._fired()).withColumn("_queues", self._queues())
+        )
+
+        entries = decided.where(F.size("_queues") > 0).select(
+            *schemas.MESSAGE.names, F.explode("_queues").alias("queue")
+        )
+        entries = entries.select(
+            *schemas.MESSAGE.names,
+            "queue",
+            F.lit("PENDING").alias("status"),
+            F.lit(0).alias("delivery_count"),
+            F.lit(None).cast("timestamp").alias("redeliver_at"),
+            F.col("sent_at").alias("routed_at"),
+            F.col("sent_at").alias("status_at"),
+        )
+        result.entries.append(entries)
+        result.journal.append(
+            journal.journal_rows(
+                entries,
+                at=F.col("routed_at"),
+                queue=F.col("queue"),
+                event=journal.ROUTED,
+                delivery_count=F.lit(0),
+                details={"address": F.col("address"), "copy_reason": F.col("copy_reason")},
+            )
+        )
+
+        diverting = decided.where(F.size("_fired") > 0)
+        cut = diverting.where(F.col("_hops") >= MAX_HOPS)
+        result.rejected.append(
+            journal.rejected_rows(
+                cut,
+                source=F.col("_source"),
+                row=journal.message_json(),
+                reason=F.concat(
+                    F.lit(f"divert chain longer than {MAX_HOPS} hops: not diverted from "),
+                    F.col("address"),
+                ),
+                at=F.col("sent_at"),
+            )
+        )
+        divert_copies = (
+            diverting.where(F.col("_hops") < MAX_HOPS)
+            .select("*", F.explode("_fired").alias("_divert"))
+            .select("*", F.explode("_divert.forwarding").alias("_target"))
+            .transform(
+                make_copies(
+                    F.lit(DIVERT),
+                    F.col("_divert.name"),
+                    F.col("_target"),
+                    F.col("sent_at"),
+                    routing_type=self._divert_routing_type(),
+                    keep_expiration=True,
+                )
+            )
+            .withColumn("_hops", F.col("_hops") + 1)
+            .withColumn("_dla_hint", F.lit(False))
+        )
+
+        no_route = decided.where(
+            F.col("to_queue").isNull()
+            & ~F.col("_exclusive")
+            & (F.size("_fired") == 0)
+            & (F.size("_queues") == 0)
+        ).withColumn("_dla", self._no_route_dla())
+        to_dla = no_route.where(F.col("_dla").isNotNull() & ~F.col("_dla_hint"))
+        dla_copies = (
+            to_dla.transform(
+                make_copies(
+                    F.lit(DEAD_LETTER), F.lit(None).cast("string"), F.col("_dla"), F.col("sent_at")
+                )
+            )
+            .withColumn("_hops", F.col("_hops") + 1)
+            .withColumn("_dla_hint", F.lit(True))
+        )
+        result.journal.append(
+            journal.journal_rows(
+                to_dla,
+                at=F.col("sent_at"),
+                queue=F.lit(None),
+                event=journal.DEAD_LETTERED,
+                delivery_count=F.lit(0),
+                details={
+                    "reason": F.lit(journal.NO_ROUTE),
+                    "to_address": F.col("_dla"),
+                    "copy_id": copy_id(
+                        F.col("message_id"),
+                        F.lit(DEAD_LETTER),
+                        F.lit(None).cast("string"),
+                        F.col("_dla"),
+                        F.lit(None).cast("string"),
+                    ),
+                },
+            )
+        )
+        dropped = no_route.where(F.col("_dla").isNull() | F.col("_dla_hint"))
+        result.journal.append(
+            journal.journal_rows(
+                dropped,
+                at=F.col("sent_at"),
+                queue=F.lit(None),
+                event=journal.DROPPED,
+                delivery_count=F.lit(0),
+                details={"reason": F.lit(journal.NO_ROUTE), "address": F.col("address")},
+            )
+        )
+
+        made = _union(
+            [
+                divert_copies.select(*schemas.MESSAGE.names, *INTERNAL),
+                dla_copies.select(*schemas.MESSAGE.names, *INTERNAL),
+            ]
+        )
+        made = made.withColumn("_source", self.source_of(F.col("address")))
+        if not last:
+            made = scratch.keep(made)
+        result.copies.append(made.select(*schemas.MESSAGE.names))
+        return made
+
+    def _divert_routing_type(self) -> Column:
+        kind = F.col("_divert.routing_type")
+        return (
+            F.when(kind == F.lit("PASS"), F.col("routing_type"))
+            .when(kind.isin(ANYCAST, MULTICAST), kind)
+            .otherwise(F.lit(None).cast("string"))
+        )
+
+    def _with_turns(self, rows: DataFrame, result: Routed, scratch: Scratch) -> DataFrame:
+        rows = rows.withColumn("_requests", self._turn_requests())
+        requests = (
+            rows.where(F.size("_requests") > 0)
+            .select("sent_at", "message_id", F.explode("_requests").alias("_r"))
+            .select("_r.group", "sent_at", "message_id", "_r.mask")
+        )
+        turns, result.positions = take_turns(requests, result.positions)
+        chosen = (
+            turns.where(F.col("chosen").isNotNull())
+            .groupBy("message_id")
+            .agg(F.map_from_entries(F.collect_list(F.struct("group", "chosen"))).alias("_turns"))
+        )
+        return rows.drop("_requests").join(chosen, "message_id", "left")

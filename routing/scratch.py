@@ -1,0 +1,30 @@
+"""Frames a micro-batch reads more than once: checkpointed once, released when it is written."""
+
+from __future__ import annotations
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame
+
+
+class Scratch:
+    """Materialise a frame once (a local checkpoint: computed now, plan cut short) and
+    drop its blocks when the batch is done, so memory stays flat over a long run.
+
+    Eager checkpoints rather than lazy ``persist``: a batch's plans would otherwise
+    nest round after round, and Catalyst's cache lookups over such plans grow much
+    faster than the data.
+    """
+
+    def __init__(self) -> None:
+        self._rdds: list = []
+
+    def keep(self, frame: DataFrame) -> DataFrame:
+        kept = frame.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
+        # the checkpointed RDD behind the frame's LogicalRDD (no public accessor)
+        self._rdds.append(kept._jdf.queryExecution().analyzed().rdd())
+        return kept
+
+    def release(self) -> None:
+        for rdd in self._rdds:
+            rdd.unpersist(False)
+        self._rdds.clear()

@@ -1,0 +1,120 @@
+"""The job's storage interface: what a micro-batch reads and writes, and how.
+
+:class:`LakeStorage` is the embedded default: Delta through delta-rs behind the
+``lake`` / ``lake_events`` Spark data sources. A micro-batch is written in ONE
+Spark job that fills every table it changes, one Delta commit per table, each
+carrying the app transaction (``appId``, batch id); ``queue_messages`` commits
+last, with the job state as its ``userMetadata``. A batch whose
+``queue_messages`` commit is already in the table was fully written: a replay
+after a crash skips it, and any table committed before the crash skips its
+part, so nothing is lost or written twice.
+
+:func:`storage_for` picks the JVM Delta connector's variant
+(:mod:`routing.jvm_storage`) when a cluster provides it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from routing import lake as layout
+from routing import schemas
+from routing.delta_log import TableLog
+from routing.engine import BatchResult, JobState
+from routing.lake import Lake
+from routing.lake_source import FILE_PATH_COLUMN
+
+TABLE = "_table"
+
+
+@dataclass
+class LakeStorage:
+    """Delta through delta-rs (the embedded default)."""
+
+    lake: Lake
+
+    name = "delta-rs"
+
+    def events(self, spark: SparkSession, options: dict[str, str]) -> DataFrame:
+        reader = spark.readStream.format("lake_events")
+        for key, value in options.items():
+            reader = reader.option(key, value)
+        return reader.load(self.lake.root)
+
+    def done(self, app_id: str, batch_id: int) -> bool:
+        """True when ``batch_id`` was fully written (its ``queue_messages`` commit landed)."""
+        version = TableLog(self.lake.queue_messages).transaction_version(app_id)
+        return version is not None and version >= batch_id
+
+    def state(self) -> JobState:
+        log = TableLog(self.lake.queue_messages)
+        return JobState.from_json(log.user_metadata()) if log.exists() else JobState()
+
+    def pending(self, spark: SparkSession) -> DataFrame:
+        """PENDING rows of ``queue_messages`` with the file each one is in."""
+        if not TableLog(self.lake.queue_messages).exists():
+            schema = schemas.spark_schema(schemas.QUEUE_MESSAGE).add(FILE_PATH_COLUMN, "string")
+            return spark.createDataFrame([], schema)
+        return (
+            spark.read.format("lake")
+            .option("partitionFilter", json.dumps({schemas.QUEUE_MESSAGES_PARTITION: ["PENDING"]}))
+            .option("withFilePath", "true")
+            .load(self.lake.queue_messages)
+        )
+
+    def write(self, outputs: DataFrame, state: JobState, app_id: str, batch_id: int) -> None:
+        """Write a batch's outputs (:func:`outputs`) in one Spark job, one commit per table.
+
+        ``queue_messages`` rows name in ``_file`` the PENDING file they come from: the
+        commit removes those files (their unchanged rows are among the outputs too).
+        """
+        tables = {
+            f"{layout.ADDRESSES}/*": {"columns": schemas.MESSAGE.names},
+            layout.JOURNAL: {"columns": schemas.JOURNAL.names},
+            layout.REJECTED: {"columns": schemas.REJECTED.names},
+            layout.QUEUE_MESSAGES: {
+                "columns": schemas.QUEUE_MESSAGE.names,
+                "partitionBy": [schemas.QUEUE_MESSAGES_PARTITION],
+                "replaceFilesColumn": FILE_PATH_COLUMN,
+                "userMetadata": state.to_json(),
+                "commitEmpty": True,
+            },
+        }
+        (
+            outputs.write.format("lake")
+            .mode("append")
+            .option("tableColumn", TABLE)
+            .option("tables", json.dumps(tables))
+            .option("txnAppId", app_id)
+            .option("txnVersion", str(batch_id))
+            .save(self.lake.root)
+        )
+
+
+def outputs(result: BatchResult, source_of) -> DataFrame:
+    """Every row a batch writes, tagged with its table (one DataFrame, one write job)."""
+    frames = [
+        result.copies.withColumn(TABLE, source_of(F.col("address"))),
+        result.journal.withColumn(TABLE, F.lit(layout.JOURNAL)),
+        result.rejected.withColumn(TABLE, F.lit(layout.REJECTED)),
+        result.queue_rows.withColumn(TABLE, F.lit(layout.QUEUE_MESSAGES)),
+    ]
+    out = frames[0]
+    for frame in frames[1:]:
+        out = out.unionByName(frame, allowMissingColumns=True)
+    return out
+
+
+def storage_for(spark: SparkSession, lake: Lake):
+    """The JVM Delta connector's storage when a cluster provides it, else delta-rs."""
+    from routing.session import has_jvm_delta
+
+    if has_jvm_delta(spark):
+        from routing.jvm_storage import JvmDeltaStorage
+
+        return JvmDeltaStorage(lake)
+    return LakeStorage(lake)

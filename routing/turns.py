@@ -1,0 +1,110 @@
+"""Round-robin turns among bindings that share a routing name (SPEC §5.2 step 2).
+
+Artemis ``BindingsImpl.getNextBinding``: from the group's current position, the
+first binding (cyclically) whose filter matches the message gets it, and the
+position moves to the binding after it; a message no binding matches leaves the
+position where it is. Rows take their turns in ``(sent_at, message_id)`` order,
+and the positions are carried from one micro-batch to the next (job state).
+
+Groups: the anycast queues of an address (``anycast:<address>``), and the
+non-exclusive diverts of an address sharing a routing-name
+(``divert:<address>:<routing-name>``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+
+TURNS = StructType(
+    [
+        StructField("group", StringType()),
+        StructField("message_id", LongType()),
+        StructField("chosen", IntegerType()),
+        StructField("position", IntegerType()),
+    ]
+)
+"""One row per request with the binding chosen (index, null: none matched), and per group
+one row without ``message_id`` whose ``position`` is where the group ends."""
+
+
+_ARROW_TYPES = (pa.string(), pa.int64(), pa.int32(), pa.int32())
+
+
+def scan(masks: np.ndarray, start: int) -> tuple[np.ndarray, int]:
+    """Chosen binding per row (-1: none) and the final position.
+
+    :param masks: rows x bindings booleans, rows in turn order.
+    """
+    rows, width = masks.shape
+    if width == 0:
+        return np.full(rows, -1), start
+    position = start % width
+    if masks.all():  # every binding matches every row: plain rotation
+        chosen = (position + np.arange(rows)) % width
+        return chosen, int((position + rows) % width)
+    chosen = np.full(rows, -1)
+    order = np.arange(width)
+    for i in range(rows):
+        row = masks[i]
+        if not row.any():
+            continue
+        rotated = row[(order + position) % width]
+        pick = (int(np.argmax(rotated)) + position) % width
+        chosen[i] = pick
+        position = (pick + 1) % width
+    return chosen, position
+
+
+def _group_turns(table: pa.Table) -> pa.Table:
+    table = table.sort_by([("sent_at", "ascending"), ("message_id", "ascending")])
+    group = table.column("group")[0].as_py()
+    start = table.column("start")[0].as_py()
+    masks = np.array(table.column("mask").to_pylist(), dtype=bool)
+    chosen, final = scan(masks, start)
+    n = table.num_rows
+    return pa.Table.from_pydict(
+        {
+            "group": pa.array([group] * (n + 1), pa.string()),
+            "message_id": pa.array([*table.column("message_id").to_pylist(), None], pa.int64()),
+            "chosen": pa.array([*(None if c < 0 else int(c) for c in chosen), None], pa.int32()),
+            "position": pa.array([None] * n + [final], pa.int32()),
+        },
+        schema=pa.schema([(f.name, t) for f, t in zip(TURNS.fields, _ARROW_TYPES, strict=True)]),
+    )
+
+
+POSITIONS = StructType([StructField("group", StringType()), StructField("position", IntegerType())])
+
+
+def take_turns(requests: DataFrame, positions: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """Run the turns of ``requests`` (``group``, ``sent_at``, ``message_id``, ``mask``).
+
+    :param positions: :data:`POSITIONS`, where each group stood before (0 if never seen).
+    :return: the :data:`TURNS` of each request, and the positions after them.
+    """
+    turns = (
+        requests.join(F.broadcast(positions), "group", "left")
+        .select(
+            "group",
+            "sent_at",
+            "message_id",
+            "mask",
+            F.coalesce("position", F.lit(0)).alias("start"),
+        )
+        .groupBy("group")
+        .applyInArrow(_group_turns, TURNS)
+    )
+    ends = turns.where(F.col("message_id").isNull()).select("group", "position")
+    after = positions.join(ends, "group", "left_anti").unionByName(ends)
+    return turns.where(F.col("message_id").isNotNull()), after
+
+
+def positions_frame(spark, positions: Mapping[str, int]) -> DataFrame:
+    """The positions of the job state as a :data:`POSITIONS` frame."""
+    return spark.createDataFrame(sorted(positions.items()), POSITIONS)
