@@ -37,7 +37,7 @@ def valid_routing_type(value: Column) -> Column:
 
 def original_routing_type() -> Column:
     """Routing type of a dead-letter/expiry/move/retry copy (Artemis ``QueueImpl.move``)."""
-    return valid_routing_type(F.col("properties").getItem(F.lit(ORIG_ROUTING_TYPE)))
+    return valid_routing_type(F.col("properties")[ORIG_ROUTING_TYPE])
 
 
 def make_copies(

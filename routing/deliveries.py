@@ -68,7 +68,7 @@ class Folded:
 def retry_target_ok(queue_addresses: Mapping[str, str]) -> Column:
     """RETRY needs ``_AMQ_ORIG_QUEUE`` naming a queue on the ``_AMQ_ORIG_ADDRESS`` it carries."""
     props = F.col("properties")
-    target = literal_map(queue_addresses).getItem(props.getItem("_AMQ_ORIG_QUEUE"))
+    target = literal_map(queue_addresses)[props.getItem("_AMQ_ORIG_QUEUE")]
     return F.coalesce(target == props.getItem("_AMQ_ORIG_ADDRESS"), F.lit(False))
 
 
@@ -268,7 +268,7 @@ def _with_ending(queue_addresses: Mapping[str, str]):
     target = (
         F.when(F.col("_end") == DEAD_LETTER, F.when(F.col("dla_has_bindings"), dla))
         .when(F.col("_end") == EXPIRY, F.when(F.col("expiry_has_bindings"), expiry))
-        .when(F.col("_end") == MOVE, literal_map(queue_addresses).getItem(F.col("_to_queue")))
+        .when(F.col("_end") == MOVE, literal_map(queue_addresses)[F.col("_to_queue")])
         .when(F.col("_end") == RETRY, props.getItem("_AMQ_ORIG_ADDRESS"))
     )
     target_queue = F.when(F.col("_end") == MOVE, F.col("_to_queue")).when(

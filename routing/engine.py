@@ -117,12 +117,13 @@ def expand_by_filter(ops: DataFrame, in_play: DataFrame, filters: Iterable[str])
     """Management rows without ``message_id``: one event per PENDING message of the queue
     that had entered it by the row's time and matches its filter (null: every one)."""
     texts = sorted(set(filters))
-    matched = F.lit(True)
+    matched = F.col("filter").isNull()
     if texts:
-        # element_at over an array, not a CASE chain: many filters would outgrow codegen
-        index = literal_map({t: i + 1 for i, t in enumerate(texts)}, "int").getItem(F.col("filter"))
-        matched = F.coalesce(
-            F.element_at(F.array(*[matches(t) for t in texts]), index), F.lit(True)
+        # element_at over an array, not a CASE chain: many filters would outgrow codegen;
+        # a row without a filter must not reach element_at (Spark folds a null index to false)
+        index = literal_map({t: i + 1 for i, t in enumerate(texts)}, "int")[F.col("filter")]
+        matched = matched | F.coalesce(
+            F.element_at(F.array(*[matches(t) for t in texts]), index), F.lit(False)
         )
     joined = ops.join(in_play, "queue")
     return joined.where((F.col("routed_at") <= F.col("at")) & matched).select(

@@ -112,7 +112,7 @@ def split(classified: DataFrame, bad_filters: Mapping[str, str]) -> Inputs:
     """The valid rows of each kind, and the rejected ones (cheap selections)."""
     is_message = F.col("source").startswith("addresses/")
     is_management = F.col("source") == "management"
-    bad_filter = literal_map(bad_filters).getItem(F.col("filter"))
+    bad_filter = literal_map(bad_filters)[F.col("filter")]
     reason = F.coalesce(
         F.col("_reason"),
         F.when(

@@ -261,7 +261,7 @@ class Router:
 
     def source_of(self, address: Column) -> Column:
         """The table (``addresses/<dir>``) of a copy's address: copies only go to known addresses."""
-        return literal_map({a: address_source(a) for a in self.addresses}).getItem(address)
+        return literal_map({a: address_source(a) for a in self.addresses})[address]
 
     # ---- passes -------------------------------------------------------------------------
 
