@@ -456,7 +456,8 @@ class LakeEventsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [EventPartition(p.files) for p in plan_partitions(pieces, sizes, _parallelism())]
 
     def read(self, partition: EventPartition) -> Iterator[pa.RecordBatch]:
-        for piece in partition.files:
+        # Spark plans one bare InputPartition when partitions() returns none
+        for piece in getattr(partition, "files", ()):
             yield from read_slice(piece)
 
     def commit(self, end: dict) -> None:

@@ -444,7 +444,8 @@ class _LakeFileReader:
     with_file: bool
 
     def read(self, partition: FilesPartition) -> Iterator[pa.RecordBatch]:
-        for file in partition.files:
+        # Spark plans one bare InputPartition when partitions() returns none
+        for file in getattr(partition, "files", ()):
             yield from read_file(
                 file.location,
                 self.schema,

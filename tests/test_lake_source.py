@@ -13,9 +13,11 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
+from pyspark.sql.datasource import InputPartition
 
 from routing import schemas
 from routing.lake import Lake, address_dir
+from routing.lake_source import LakeDataSource
 from tests.frames import assert_rows_equal
 from tests.lakeio import append, at, read_table
 
@@ -97,6 +99,18 @@ def test_reads_a_table_written_by_delta_rs_with_fewer_columns(spark, tmp_path):
     assert [(r.message_id, r.address, r.sent_at) for r in back] == [
         (7, "lean", at(5).replace(tzinfo=None))
     ]
+
+
+def test_a_table_without_files_reads_as_empty(spark, tmp_path):
+    """A producer may create its table before its first message (Spark then plans
+    one bare partition, which must read as nothing)."""
+    path = tmp_path / "addresses" / "empty"
+    append(path, [], schemas.MESSAGE)
+    frame = spark.read.format("lake").load(str(path))
+    assert frame.count() == 0
+    assert frame.columns == schemas.MESSAGE.names
+    reader = LakeDataSource({"path": str(path)}).reader(frame.schema)
+    assert list(reader.read(InputPartition(0))) == []
 
 
 def test_time_travel_and_partition_filter(spark, tmp_path):

@@ -1,0 +1,168 @@
+"""Replay: messages/s of ``jobs.replay`` on the demo workload, peak memory, append-to-queue latency.
+
+Each replay runs as its own process (``python -m jobs.replay``) on a fresh lake, the
+way a user runs it, so its figures include the session start; the marginal
+throughput ``(T(1M) - T(100k)) / 900k`` cancels it. Peak memory is the largest
+resident set of the job's whole process tree (Python driver, JVM, Python workers)
+sampled every 0.2 s. Latency: ``jobs.route`` runs continuously with a 1 s trigger
+while a producer appends one small batch to an address table every second
+(delta-rs, another process's view); each batch's latency is the time from its
+commit to the moment its rows are in ``queue_messages``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+from deltalake import DeltaTable, write_deltalake
+
+from bench import Figure
+from bench.storage import message_table
+from jobs.demo import write_log
+from routing.lake import Lake
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF = ROOT / "conf" / "broker.xml"
+SIZES = (100_000, 1_000_000)
+
+
+def _tree_rss(process: psutil.Process) -> int:
+    total = 0
+    for p in [process, *process.children(recursive=True)]:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            total += p.memory_info().rss
+    return total
+
+
+def replay(log: Path, lake: Path) -> tuple[float, int, str]:
+    """(seconds, peak RSS bytes, output) of one ``jobs.replay`` process."""
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "jobs.replay", "--log", str(log), "--lake", str(lake), "--conf", str(CONF)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    watched = psutil.Process(process.pid)
+    peak = 0
+    output: list[str] = []
+    reader = threading.Thread(target=lambda: output.extend(process.stdout), daemon=True)
+    reader.start()
+    while process.poll() is None:
+        peak = max(peak, _tree_rss(watched))
+        time.sleep(0.2)
+    reader.join()
+    seconds = time.perf_counter() - started
+    if process.returncode != 0:
+        raise RuntimeError(f"jobs.replay exited {process.returncode}:\n{''.join(output[-30:])}")
+    return seconds, peak, "".join(output)
+
+
+def latency(workdir: Path, batches: int = 30, rows: int = 200) -> list[float]:
+    """Seconds from each producer commit to its rows in ``queue_messages``."""
+    lake = Lake.at(workdir / "latency-lake")
+    template = message_table(rows)
+    source = lake.address_table("orders")
+    write_deltalake(source, template.slice(0, 0), mode="append")
+    job = subprocess.Popen(
+        [sys.executable, "-m", "jobs.route", "--conf", str(CONF), "--lake", lake.root, "--trigger", "1 second"],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    seen: list[float] = []
+    try:
+        time.sleep(20)  # session start and the first (empty) batches
+        start_id = 10_000_000
+        for n in range(batches):
+            ids = np.arange(start_id + n * rows, start_id + (n + 1) * rows, dtype=np.int64)
+            now = np.datetime64(int(time.time() * 1e6), "us")
+            batch = template.set_column(0, "message_id", [ids]).set_column(
+                3, "sent_at", [np.full(rows, now).astype("datetime64[us]")]
+            )
+            batch = batch.cast(template.schema)
+            write_deltalake(source, batch, mode="append")
+            committed = time.perf_counter()
+            last = int(ids[-1])
+            if job.poll() is not None:
+                raise RuntimeError(f"jobs.route exited {job.returncode} during the latency run")
+            while time.perf_counter() - committed < 30:
+                if _has_id(lake.queue_messages, last):
+                    seen.append(time.perf_counter() - committed)
+                    break
+                time.sleep(0.05)
+            time.sleep(max(0.0, 1.0 - (time.perf_counter() - committed)))
+    finally:
+        os.killpg(job.pid, signal.SIGTERM)
+        try:
+            job.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(job.pid, signal.SIGKILL)
+    return seen
+
+
+def _has_id(path: str, message_id: int) -> bool:
+    from deltalake import QueryBuilder
+
+    try:
+        table = DeltaTable(path)
+    except Exception:  # not created yet
+        return False
+    found = (
+        QueryBuilder()
+        .register("q", table)
+        .execute(f'select count(*) as n from "q" where message_id = {message_id}')
+        .read_all()
+    )
+    return found.column("n")[0].as_py() > 0
+
+
+def run(spark, scale: float) -> list[Figure]:
+    del spark  # the job runs in its own processes, as users run it
+    workdir = Path(tempfile.mkdtemp(prefix="bench-replay-"))
+    figures: list[Figure] = []
+    try:
+        times: dict[int, float] = {}
+        peaks: dict[int, int] = {}
+        for size in (max(1000, int(s * scale)) for s in SIZES):
+            log = write_log(workdir / f"demo-{size}.parquet", size)
+            seconds, peak, output = replay(log, workdir / f"lake-{size}")
+            times[size], peaks[size] = seconds, peak
+            rows_in = next((line.split()[-1] for line in output.splitlines() if "rows in" in line and "batch" not in line), "?")
+            figures.append(Figure(f"replay of {size:,} messages ({rows_in} input rows), whole run", seconds, "s"))
+            figures.append(Figure("  messages/s incl. session start", size / seconds, "msg/s"))
+            shutil.rmtree(workdir / f"lake-{size}", ignore_errors=True)
+        small, large = sorted(times)
+        marginal = (large - small) / (times[large] - times[small])
+        figures.append(
+            Figure(f"marginal throughput ({large:,} - {small:,})", marginal, "msg/s", ">= 100k", marginal >= 100_000)
+        )
+        single_process = 11_500
+        figures.append(Figure("  ratio to the single-process pure-Python router", marginal / single_process, "x"))
+        peak_gib = peaks[large] / 2**30
+        figures.append(Figure(f"peak memory of the job at {large:,} messages", peak_gib, "GiB", "< 4 GiB", peak_gib < 4))
+        waits = latency(workdir)
+        if waits:
+            p50, p95 = np.percentile(waits, [50, 95])
+            figures.append(
+                Figure(f"append-to-queue latency p50 ({len(waits)} batches, 1 s trigger)", p50, "s", "< 2 s", p50 < 2)
+            )
+            figures.append(Figure("append-to-queue latency p95", p95, "s"))
+        else:
+            figures.append(Figure("append-to-queue latency: no batch arrived", float("nan"), "s", "< 2 s", False))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return figures
