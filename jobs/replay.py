@@ -24,6 +24,7 @@ from jobs import route
 from routing import replay
 from routing.config import ConfigError, load_config
 from routing.lake import Lake
+from routing.scratch import Scratch
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -44,14 +45,22 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def load_logs(
     spark: SparkSession, lake: Lake, logs: Sequence[str], addresses: Sequence[str] = ()
 ) -> None:
-    """Append the logs' records to the lake (idempotent per set of logs)."""
-    loaded = replay.load(spark, logs)
-    sent_to = [
-        r.address
-        for r in loaded.records.where("kind = 'send'").select("address").distinct().collect()
-    ]
-    rows = replay.lake_rows(loaded, sorted({*addresses, *sent_to}))
-    replay.write(lake, rows, logs)
+    """Append the logs' records to the lake (idempotent per set of logs).
+
+    The logs are parsed once: the checked records are kept while the addresses
+    they send to are listed (each becomes a table) and everything is written.
+    """
+    scratch = Scratch()
+    try:
+        loaded = replay.split(scratch.keep(replay.checked(spark, logs)))
+        sent_to = [
+            r.address
+            for r in loaded.records.where("kind = 'send'").select("address").distinct().collect()
+        ]
+        rows = replay.lake_rows(loaded, sorted({*addresses, *sent_to}))
+        replay.write(lake, rows, logs)
+    finally:
+        scratch.release()
 
 
 def main(

@@ -166,6 +166,11 @@ def _number(name: str, kind: str) -> tuple[Column, Column]:
 
 def load(spark: SparkSession, paths: Sequence[str]) -> Loaded:
     """Read the logs; valid records typed, bad lines as ``rejected`` rows."""
+    return split(checked(spark, paths))
+
+
+def checked(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
+    """Every record typed, with ``_reason`` (null when the record is valid)."""
     parquet = [p for p in paths if Path(p).suffix.lower() in (".parquet", ".pq")]
     jsonl = [p for p in paths if p not in parquet]
     frames = ([_json_records(spark, jsonl)] if jsonl else []) + (
@@ -237,6 +242,11 @@ def load(spark: SparkSession, paths: Sequence[str]) -> Loaded:
         "to_queue",
         at.alias("at"),
     )
+    return typed
+
+
+def split(typed: DataFrame) -> Loaded:
+    """Valid records and rejected rows of :func:`checked` records."""
     rejected = typed.where(F.col("_reason").isNotNull()).select(
         F.concat(F.lit("log:"), F.regexp_replace("file", "^file:(//)?", "")).alias("source"),
         F.col("raw").alias("row"),
