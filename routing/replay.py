@@ -66,6 +66,7 @@ RECORD = StructType(
 """A log record with every scalar as text: converted and checked by :func:`load`."""
 
 TIMES = ("sent_at", "expiration", "at")
+MESSAGE_TYPES = {f.name: f.dataType for f in schemas.spark_schema(schemas.MESSAGE).fields}
 _POSITION = (1 << 33) - 1  # monotonically_increasing_id: partition id << 33 | position
 
 
@@ -265,7 +266,7 @@ def lake_rows(loaded: Loaded, addresses: Sequence[str]) -> DataFrame:
     sources = literal_map({a: address_source(a) for a in addresses})
     messages = loaded.records.where(F.col("kind") == "send").select(
         *[
-            F.col(c) if c in loaded.records.columns else F.lit(None).alias(c)
+            F.col(c) if c in loaded.records.columns else F.lit(None).cast(MESSAGE_TYPES[c]).alias(c)
             for c in schemas.MESSAGE.names
         ],
         sources[F.col("address")].alias("_table"),

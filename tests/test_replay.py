@@ -198,6 +198,10 @@ def test_replaying_the_sample_log_routes_retries_and_moves(spark, tmp_path):
         ("ExpiryQueue", "EXPIRY"): "PENDING",
     }
     assert "summary:" in out.getvalue()
+    # the tables replay creates have the SPEC's types: the RETRY copy appended by the job reads back
+    payments = spark.read.format("lake").load(Lake.at(lake).address_table("payments"))
+    assert dict(payments.dtypes)["copy_reason"] == "string"
+    assert sorted((r.copy_reason or "") for r in payments.collect()) == ["", "RETRY"]
 
 
 def test_an_invalid_configuration_stops_the_replay_before_it_writes(spark, tmp_path):
