@@ -1,16 +1,14 @@
 """Every conformance scenario of ../shared/conformance passes against the real job.
 
-A micro-batch spends much of its time waiting (py4j, the scheduler, Python
-workers), so the selected scenarios run three at a time, each in its own lake;
-every scenario is still its own test and reports its own failure.
+The selected scenarios run in a worker thread, one at a time, each in its own
+lake and its own session; every scenario is still its own test and reports its
+own failure.
 
-Each worker thread has its own session (``newSession``: the one SparkContext,
-its own registry of data sources). Spark's Python data sources share one
-environment map between the registered source and the functions made from it,
-and the driver writes into that map when it plans a read, so two streaming
-queries planning reads of one registered source while tasks of it are
-serialised can corrupt a task (``java.io.OptionalDataException``). The job itself
-runs one query per session and never meets this.
+One at a time: two streaming queries of Python data sources running at once in
+one SparkContext can corrupt a map Spark shares between them (tasks then fail
+to deserialize with ``java.io.OptionalDataException``, for the rest of the
+process), even with a session per thread. The job runs one query per process
+and never meets this (docs/DESIGN.md).
 """
 
 from __future__ import annotations
@@ -26,7 +24,7 @@ from tests.conformance import Scenario, load
 from tests.conftest import SHARED
 
 SCENARIOS = sorted((SHARED / "conformance").glob("*.json"))
-CONCURRENT = 3
+CONCURRENT = 1  # see the module docstring
 
 
 @pytest.fixture(scope="module")
