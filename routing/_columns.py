@@ -1,10 +1,11 @@
-"""Small Column helpers shared by the routing modules."""
+"""Small Column and DataFrame helpers shared by the routing modules."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from functools import reduce
 
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 
@@ -14,3 +15,20 @@ def literal_map(pairs: Mapping[str, object], value_type: str = "string") -> Colu
     if not items:
         return F.create_map().cast(f"map<string,{value_type}>")
     return F.create_map(*items).cast(f"map<string,{value_type}>")
+
+
+def union_all(frames: Iterable[DataFrame | None]) -> DataFrame | None:
+    """The rows of every frame given (None ones skipped; None if there are none), by name.
+
+    A union has the partitions of all its inputs: the union of a batch's many routing
+    passes is narrowed to ``spark.sql.shuffle.partitions`` partitions (no shuffle), or
+    every stage reading it would run hundreds of near-empty tasks.
+    """
+    present = [f for f in frames if f is not None]
+    if not present:
+        return None
+    union = reduce(lambda a, b: a.unionByName(b), present)
+    if len(present) == 1:
+        return union
+    partitions = int(union.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+    return union.coalesce(max(partitions, 1))

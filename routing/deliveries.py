@@ -25,7 +25,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from routing import journal, schemas
-from routing._columns import literal_map
+from routing._columns import literal_map, union_all
 from routing.copies import ACTUAL_EXPIRY, DEAD_LETTER, EXPIRY, MOVE, RETRY, make_copies
 from routing.ids import copy_id
 from routing.scratch import Scratch
@@ -63,6 +63,20 @@ class Folded:
         DataFrame  # message rows entering their addresses next round (+ _hops, _dla_hint, _source)
     )
     unmatched: DataFrame  # events naming no message in play (EVENT_COLUMNS)
+
+
+def no_pending_message() -> Column:
+    """Why an event naming no PENDING message is rejected.
+
+    One wording whether the message ended earlier in the same micro-batch or in an
+    earlier one, so ``rejected`` does not depend on where batches are cut.
+    """
+    return F.concat(
+        F.lit("no PENDING message "),
+        F.col("message_id").cast("string"),
+        F.lit(" in queue "),
+        F.col("queue"),
+    )
 
 
 def retry_target_ok(queue_addresses: Mapping[str, str]) -> Column:
@@ -141,7 +155,7 @@ def fold(
         _reject(rows.where(known & F.col("_refusal").isNotNull() & ~quietly), F.col("_refusal")),
         _reject(
             rows.where(eligible & ~F.col("_applied") & ~quietly),
-            F.concat(F.lit("message is no longer PENDING in queue "), F.col("queue")),
+            no_pending_message(),
         ),
     ]
     applied = rows.where(F.col("_applied"))
@@ -221,14 +235,7 @@ def fold(
         "_file",
     )
     unmatched = rows.where(~known).select(*EVENT_COLUMNS)
-    return Folded(updated, _union(journals), _union(rejected), copies, unmatched)
-
-
-def _union(frames: list[DataFrame]) -> DataFrame:
-    out = frames[0]
-    for frame in frames[1:]:
-        out = out.unionByName(frame)
-    return out
+    return Folded(updated, union_all(journals), union_all(rejected), copies, unmatched)
 
 
 def _reject(rows: DataFrame, reason: Column) -> DataFrame:

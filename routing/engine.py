@@ -17,14 +17,19 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import reduce
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from routing import journal, schemas
-from routing._columns import literal_map
-from routing.deliveries import EVENT_COLUMNS, EXPIRE_KIND, MANAGEMENT_KIND, fold
+from routing._columns import literal_map, union_all
+from routing.deliveries import (
+    EVENT_COLUMNS,
+    EXPIRE_KIND,
+    MANAGEMENT_KIND,
+    fold,
+    no_pending_message,
+)
 from routing.expiry import expires_at
 from routing.filters import FilterSyntaxError, matches, parse_filter
 from routing.ids import COPY_ID_BASE
@@ -74,11 +79,6 @@ class BatchResult:
     counts: DataFrame  # one row: rows_in (input rows, the job's own copies aside), own_copies
     routed: DataFrame  # the producer rows accepted for routing
     rounds: int = 0
-
-
-def _union(frames: Iterable[DataFrame | None]) -> DataFrame | None:
-    present = [f for f in frames if f is not None]
-    return reduce(lambda a, b: a.unionByName(b), present) if present else None
 
 
 def filter_errors(filters: Iterable[str]) -> dict[str, str]:
@@ -148,6 +148,7 @@ def run_batch(
     scratch: Scratch,
     *,
     as_of: int | None = None,
+    taken: DataFrame | None = None,
 ) -> BatchResult:
     """Plan one micro-batch: checkpoints at each routing pass and each round's fold,
     one action for the batch's clock and filters, one emptiness check per round.
@@ -157,9 +158,10 @@ def run_batch(
     :param state: the job state after the previous batch.
     :param scratch: keeps the checkpoints of the batch; released by the caller.
     :param as_of: ``--as-of`` in epoch µs.
+    :param taken: producer ids accepted by earlier batches (``message_id``), if any.
     """
     spark: SparkSession = events.sparkSession
-    classified = classify(events, topology.queues, scratch)
+    classified = classify(events, topology.queues, scratch, taken)
     facts = classified.agg(
         F.max(F.unix_micros(F.coalesce("sent_at", "at"))).alias("latest"),
         F.collect_set(F.when(F.col("source") == "management", F.col("filter"))).alias("filters"),
@@ -183,7 +185,7 @@ def run_batch(
 
     positions = positions_frame(spark, state.positions)
     old = pending.select(*QUEUE_ROW, "_file")
-    waiting = _union([inputs.deliveries, inputs.by_id])
+    waiting = union_all([inputs.deliveries, inputs.by_id])
     journals: list[DataFrame] = []
     rejected: list[DataFrame] = [inputs.rejected]
     copies: list[DataFrame] = []
@@ -203,12 +205,12 @@ def run_batch(
         copies += routed.copies
         if rounds > 1:
             copies.append(entering.select(*schemas.MESSAGE.names))
-        new = _union(routed.entries).withColumn("_file", F.lit(None).cast("string"))
+        new = union_all(routed.entries).withColumn("_file", F.lit(None).cast("string"))
         entries.append(new)
-        in_play = _union([old, new]) if rounds == 1 else new
+        in_play = union_all([old, new]) if rounds == 1 else new
         if rounds > 1 and not later_rounds_apply:
             break
-        round_events = _union(
+        round_events = union_all(
             [
                 waiting,
                 expand_by_filter(inputs.by_filter, in_play, good_filters),
@@ -231,22 +233,22 @@ def run_batch(
             break
     rejected.append(_no_such_message(waiting))
 
-    changed = _union(updated)
+    changed = union_all(updated)
     changed_keys = changed.select("queue", "message_id")
     # the PENDING files holding a changed row are replaced: their other rows are carried over
     touched = changed.where(F.col("_file").isNotNull()).select("_file").distinct()
     carried = old.join(touched, "_file", "left_semi").join(
         changed_keys, ["queue", "message_id"], "left_anti"
     )
-    untouched_new = _union(entries).join(changed_keys, ["queue", "message_id"], "left_anti")
+    untouched_new = union_all(entries).join(changed_keys, ["queue", "message_id"], "left_anti")
     counts = spark.createDataFrame(
         [(facts.rows - facts.own_copies, facts.own_copies)], "rows_in long, own_copies long"
     )
     return BatchResult(
-        queue_rows=_union([untouched_new, changed, carried]).select(*QUEUE_ROW, "_file"),
-        journal=_union(journals),
-        rejected=_union(rejected),
-        copies=_union(copies),
+        queue_rows=union_all([untouched_new, changed, carried]).select(*QUEUE_ROW, "_file"),
+        journal=union_all(journals),
+        rejected=union_all(rejected),
+        copies=union_all(copies),
         clock=clock,
         positions=positions,
         counts=counts,
@@ -256,16 +258,10 @@ def run_batch(
 
 
 def _no_such_message(events: DataFrame) -> DataFrame:
-    reason = F.concat(
-        F.lit("no PENDING message "),
-        F.col("message_id").cast("string"),
-        F.lit(" in queue "),
-        F.col("queue"),
-    )
     return journal.rejected_rows(
         events.where(~F.col("_by_filter") & (F.col("_kind") != EXPIRE_KIND)),
         source=F.col("_source"),
         row=F.col("_row"),
-        reason=reason,
+        reason=no_pending_message(),
         at=F.col("at"),
     )

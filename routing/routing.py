@@ -32,7 +32,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from routing import journal, schemas
-from routing._columns import literal_map
+from routing._columns import literal_map, union_all
 from routing.config import DivertConfig
 from routing.copies import DEAD_LETTER, DIVERT, make_copies
 from routing.expiry import apply_expiry_settings, has_expiry_settings
@@ -70,11 +70,6 @@ class Routed:
     copies: list[DataFrame] = field(default_factory=list)  # rows to append to address tables
     positions: DataFrame | None = None  # round-robin positions after these rows (turns.POSITIONS)
     passes: int = 0
-
-
-def _union(frames: Iterable[DataFrame]) -> DataFrame | None:
-    frames = list(frames)
-    return reduce(lambda a, b: a.unionByName(b), frames) if frames else None
 
 
 class Router:
@@ -405,7 +400,7 @@ class Router:
             )
         )
 
-        made = _union(
+        made = union_all(
             [
                 divert_copies.select(*schemas.MESSAGE.names, *INTERNAL),
                 dla_copies.select(*schemas.MESSAGE.names, *INTERNAL),
@@ -432,7 +427,7 @@ class Router:
             .select("sent_at", "message_id", F.explode("_requests").alias("_r"))
             .select("_r.group", "sent_at", "message_id", "_r.mask")
         )
-        turns, result.positions = take_turns(requests, result.positions)
+        turns, result.positions = take_turns(requests, result.positions, scratch.keep)
         chosen = (
             turns.where(F.col("chosen").isNotNull())
             .groupBy("message_id")

@@ -19,7 +19,16 @@ class Scratch:
         self._rdds: list = []
 
     def keep(self, frame: DataFrame) -> DataFrame:
-        kept = frame.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
+        """``frame`` computed now, in at most ``spark.sql.shuffle.partitions`` partitions.
+
+        Unions add up their inputs' partitions: a batch of many routing passes would
+        otherwise carry hundreds of near-empty partitions into every later stage, and
+        write a file per partition and table.
+        """
+        partitions = int(frame.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+        kept = frame.coalesce(max(partitions, 1)).localCheckpoint(
+            eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK
+        )
         # the checkpointed RDD behind the frame's LogicalRDD (no public accessor)
         self._rdds.append(kept._jdf.queryExecution().analyzed().rdd())
         return kept

@@ -13,7 +13,7 @@ non-exclusive diverts of an address sharing a routing-name
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -82,13 +82,20 @@ def _group_turns(table: pa.Table) -> pa.Table:
 POSITIONS = StructType([StructField("group", StringType()), StructField("position", IntegerType())])
 
 
-def take_turns(requests: DataFrame, positions: DataFrame) -> tuple[DataFrame, DataFrame]:
+def take_turns(
+    requests: DataFrame,
+    positions: DataFrame,
+    keep: Callable[[DataFrame], DataFrame] = lambda frame: frame,
+) -> tuple[DataFrame, DataFrame]:
     """Run the turns of ``requests`` (``group``, ``sent_at``, ``message_id``, ``mask``).
 
     :param positions: :data:`POSITIONS`, where each group stood before (0 if never seen).
+    :param keep: materialises the turns, which both results read: without it the
+        positions after pass ``n`` hold pass ``n - 1``'s plan several times over, and a
+        batch of many passes plans exponentially.
     :return: the :data:`TURNS` of each request, and the positions after them.
     """
-    turns = (
+    turns = keep(
         requests.join(F.broadcast(positions), "group", "left")
         .select(
             "group",

@@ -28,7 +28,23 @@ def read_table(path: str | Path, where: str | None = None) -> pa.Table:
     if not DeltaTable.is_deltatable(path):
         return pa.table({})
     sql = 'select * from "t"' + (f" where {where}" if where else "")
-    return pa.table(QueryBuilder().register("t", DeltaTable(path)).execute(sql).read_all())
+    table = pa.table(QueryBuilder().register("t", DeltaTable(path)).execute(sql).read_all())
+    return table.cast(pa.schema([f.with_type(_plain(f.type)) for f in table.schema]))
+
+
+def _plain(kind: pa.DataType) -> pa.DataType:
+    """``kind`` with delta-rs's view types as the plain ones Spark's Arrow conversion takes."""
+    if kind == pa.string_view():
+        return pa.string()
+    if kind == pa.binary_view():
+        return pa.binary()
+    if pa.types.is_map(kind):
+        return pa.map_(_plain(kind.key_type), _plain(kind.item_type))
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return pa.list_(_plain(kind.value_type))
+    if pa.types.is_struct(kind):
+        return pa.struct([f.with_type(_plain(f.type)) for f in kind])
+    return kind
 
 
 def rows(path: str | Path, where: str | None = None) -> list[dict[str, Any]]:
