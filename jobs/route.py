@@ -131,8 +131,9 @@ class BatchRunner:
                 router,
                 scratch,
                 as_of=self.as_of,
+                taken=self.storage.taken(self.spark, batch_id),
             )
-            written = scratch.keep(outputs(result, router.source_of))
+            written = scratch.keep(outputs(result, router.source_of, batch_id))
             figures, state = summarise(written, result)
             self.storage.write(written, state, app_id, batch_id)
         finally:
@@ -141,7 +142,8 @@ class BatchRunner:
 
     def _router(self) -> Router:
         """The router for the addresses in play; rebuilt only when a new address table appears."""
-        addresses = tuple(address_of_source(s) for s in self.lake.address_sources())
+        found = (address_of_source(s) for s in self.lake.address_sources())
+        addresses = tuple(a for a in found if a is not None)
         if self._routed_for != addresses:
             self._router_cache, self._routed_for = Router(self.topology, addresses), addresses
         return self._router_cache

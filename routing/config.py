@@ -481,8 +481,15 @@ def _parse_addresses(core: ET.Element) -> dict[str, AddressConfig]:
         routing_types: set[str] = set()
         queues: list[QueueConfig] = []
         for kind in declaration:
-            if kind.tag not in ("anycast", "multicast"):
+            if not isinstance(kind.tag, str):  # a comment or processing instruction
                 continue
+            if kind.tag not in ("anycast", "multicast"):
+                # Artemis's schema allows nothing else here: a typo would silently drop
+                # the queues inside it, and their messages with them (NO_ROUTE).
+                raise ConfigError(
+                    f"{where}: unknown routing type <{kind.tag}>; expected <anycast> and/or "
+                    "<multicast>"
+                )
             routing_type = kind.tag.upper()
             routing_types.add(routing_type)
             for queue in kind.iter("queue"):

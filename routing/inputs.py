@@ -75,12 +75,18 @@ def order_columns() -> list[Column]:
     ]
 
 
-def classify(events: DataFrame, queues: Iterable[str], scratch: Scratch) -> DataFrame:
+def classify(
+    events: DataFrame,
+    queues: Iterable[str],
+    scratch: Scratch,
+    taken: DataFrame | None = None,
+) -> DataFrame:
     """Every input row with ``_reason`` (why it is rejected, null if valid), ``_own`` (the
     job's own copy read back) and ``_row`` (its JSON for ``rejected``), checkpointed.
 
-    Management filters are checked afterwards (:func:`split`): which ones parse is
-    known only once the batch's filters have been read.
+    ``taken`` holds the producer ids earlier batches accepted (``message_id``): a row
+    reusing one is a duplicate. Management filters are checked afterwards
+    (:func:`split`): which ones parse is known only once the batch's filters are read.
     """
     known = sorted(set(queues))
     is_message = F.col("source").startswith("addresses/")
@@ -94,7 +100,7 @@ def classify(events: DataFrame, queues: Iterable[str], scratch: Scratch) -> Data
             .when(is_delivery, _delivery_reason(known))
             .when(~is_message, _management_reason(known)),
         )
-        .transform(_reject_duplicates)
+        .transform(lambda rows: _reject_duplicates(rows, taken))
         .withColumn(
             "_row",
             F.coalesce(
@@ -229,19 +235,25 @@ def _management_reason(known: list[str]) -> Column:
     )
 
 
-def _reject_duplicates(rows: DataFrame) -> DataFrame:
-    """The same producer id twice in one batch: the later rows (in input order) are rejected."""
+def _reject_duplicates(rows: DataFrame, taken: DataFrame | None = None) -> DataFrame:
+    """A producer id is used once in the lake (SPEC §3.1): a row reusing an id an earlier
+    batch accepted is rejected, and so are the later rows (in input order) of an id used
+    twice in this batch."""
     candidate = (
         F.col("source").startswith("addresses/") & F.col("_reason").isNull() & ~F.col("_own")
     )
     first = Window.partitionBy("message_id", candidate).orderBy("source", "version", "file", "row")
     duplicate = candidate & (F.row_number().over(first) > 1)
+    if taken is not None:
+        earlier = taken.select("message_id", F.lit(True).alias("_taken"))
+        rows = rows.join(earlier, "message_id", "left")
+        duplicate = duplicate | (candidate & F.col("_taken").isNotNull())
     return rows.withColumn(
         "_reason",
         F.when(
             duplicate, F.concat(F.lit("duplicate message_id "), F.col("message_id").cast("string"))
         ).otherwise(F.col("_reason")),
-    )
+    ).drop("_taken")
 
 
 def _events(rows: DataFrame, kind: int) -> DataFrame:

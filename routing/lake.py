@@ -20,6 +20,7 @@ QUEUE_MESSAGES = "queue_messages"
 JOURNAL = "journal"
 REJECTED = "rejected"
 CHECKPOINTS = "_checkpoints"
+PRODUCER_IDS = "_state/producer_ids"
 
 
 def address_dir(address: str) -> str:
@@ -90,6 +91,11 @@ class Lake:
     def rejected(self) -> str:
         return self.table(REJECTED)
 
+    @property
+    def producer_ids(self) -> str:
+        """The job's own record of accepted producer ids (not an input, not in SPEC §3)."""
+        return self.table(PRODUCER_IDS)
+
     def checkpoint(self, query: str) -> str:
         return self.table(f"{CHECKPOINTS}/{query}")
 
@@ -111,8 +117,22 @@ def address_source(address: str) -> str:
 
 
 def address_of_source(source: str) -> str | None:
-    """The address whose table is ``source`` (``addresses/a=2Fb`` -> ``a/b``), else None."""
-    prefix = f"{ADDRESSES}/"
-    if not source.startswith(prefix):
+    """The address whose table is ``source`` (``addresses/a=2Fb`` -> ``a/b``), else None.
+
+    None too for a folder under ``addresses/`` that is not ``dir()`` of any address: its
+    rows belong nowhere and are rejected as misplaced.
+    """
+    if not is_address_source(source):
         return None
-    return address_from_dir(source[len(prefix) :])
+    name = source[len(ADDRESSES) + 1 :]
+    try:
+        address = address_from_dir(name)
+    except (UnicodeError, ValueError):  # a folder made by hand: 'zürich' unescaped, '=ZZ'
+        return None
+    # only the one folder name dir(address) maps to is that address's table
+    return address if address_dir(address) == name else None
+
+
+def is_address_source(source: str) -> bool:
+    """Whether ``source`` lies under ``addresses/`` (a table of some address or a stray one)."""
+    return source.startswith(f"{ADDRESSES}/")

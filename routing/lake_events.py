@@ -251,7 +251,7 @@ def normalise(raw: pa.Table, source: str, version: int, file: str, first_row: in
         values, reasons = coerce(raw.column(target.name), target.type, target.name)
         arrays[target.name] = values
         errors = _first_reason(errors, reasons)
-    if lake.address_of_source(source) is not None:
+    if lake.is_address_source(source):
         errors = _first_reason(errors, _misplaced(arrays["address"], source))
     constants = {"source": source, "version": version, "file": file}
     columns = []

@@ -31,6 +31,7 @@ from pyspark.sql.types import (
     StructField,
     StructType,
     TimestampType,
+    VariantType,
 )
 
 from routing import lake as layout
@@ -65,6 +66,11 @@ RECORD = StructType(
 )
 """A log record with every scalar as text: converted and checked by :func:`load`."""
 
+JSON_RECORD = StructType(
+    [StructField(f.name, VariantType()) if f.name == "properties" else f for f in RECORD.fields]
+)
+""":data:`RECORD` as JSON Lines are parsed: ``properties`` kept whole, to check its kind."""
+
 TIMES = ("sent_at", "expiration", "at")
 MESSAGE_TYPES = {f.name: f.dataType for f in schemas.spark_schema(schemas.MESSAGE).fields}
 _POSITION = (1 << 33) - 1  # monotonically_increasing_id: partition id << 33 | position
@@ -98,7 +104,22 @@ def _json_records(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
         seen[file] = seen.get(file, 0) + count
     start = literal_map(offsets, "long")[F.concat_ws("|", "file", F.col("_split").cast("string"))]
     numbered = lines.withColumn("number", start + F.col("_id").bitwiseAND(F.lit(_POSITION)) + 1)
-    parsed = numbered.where(F.trim("raw") != "").withColumn("r", F.from_json("raw", RECORD))
+    parsed = numbered.where(F.trim("raw") != "").withColumn("r", F.from_json("raw", JSON_RECORD))
+    properties = F.col("r.properties")
+    as_map = F.try_variant_get(properties, "$", "map<string,variant>")
+    strings = (
+        properties.isNull()
+        | F.is_variant_null(properties)
+        | (
+            as_map.isNotNull()
+            & F.forall(
+                F.map_values(as_map),
+                lambda v: F.is_variant_null(v) | (F.schema_of_variant(v) == "STRING"),
+            )
+        )
+    )
+    fields = {f.name: F.col(f"r.{f.name}") for f in RECORD.fields}
+    fields["properties"] = F.try_variant_get(properties, "$", "map<string,string>")
     return parsed.select(
         "file",
         "number",
@@ -106,8 +127,10 @@ def _json_records(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
         F.when(
             F.try_parse_json("raw").isNull() | ~F.trim("raw").startswith("{"),
             F.lit("not a JSON object"),
-        ).alias("_parse"),
-        *[F.col(f"r.{f.name}").alias(f.name) for f in RECORD.fields],
+        )
+        .when(~strings, F.lit("properties is not a map of strings"))
+        .alias("_parse"),
+        *[column.alias(name) for name, column in fields.items()],
     )
 
 

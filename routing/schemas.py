@@ -99,6 +99,14 @@ REJECTED = pa.schema(
 """A row of ``rejected/`` (SPEC §3.5)."""
 
 
+PRODUCER_ID = pa.schema([("message_id", pa.int64()), ("batch_id", pa.int64())])
+"""A row of ``_state/producer_ids/``: a producer id the job accepted, and in which batch.
+
+SPEC §3.1 makes a producer's ``message_id`` unique in the lake; this table is how a
+later micro-batch knows an id was taken by an earlier one.
+"""
+
+
 def spark_schema(schema: pa.Schema) -> StructType:
     """The Spark schema of an Arrow table schema."""
     return from_arrow_schema(schema)

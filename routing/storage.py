@@ -29,6 +29,9 @@ from routing.lake import Lake
 from routing.lake_source import FILE_PATH_COLUMN
 
 TABLE = "_table"
+COMPACT_PRODUCER_IDS_AT = 64
+"""Files in ``_state/producer_ids`` (one per batch) past which it is compacted into one:
+a long run must not make every batch open thousands of small files."""
 
 
 @dataclass
@@ -66,6 +69,30 @@ class LakeStorage:
             .load(self.lake.queue_messages)
         )
 
+    def taken(self, spark: SparkSession, batch_id: int) -> DataFrame | None:
+        """Producer ids accepted by batches before ``batch_id`` (None before the first).
+
+        Spark's own Parquet reader on the snapshot's files: the table is append-only
+        and holds two small columns, so this is the cheapest way to join it. Rows of
+        ``batch_id`` itself are left out: a batch replayed after a crash may find them.
+        """
+        log = TableLog(self.lake.producer_ids)
+        if not log.exists():
+            return None
+        snapshot = log.snapshot()
+        if len(snapshot) > COMPACT_PRODUCER_IDS_AT:
+            log.table().optimize.compact()
+            snapshot = log.snapshot()
+        files = [f.location(log.uri) for f in snapshot]
+        if not files:
+            return None
+        return (
+            spark.read.schema(schemas.spark_schema(schemas.PRODUCER_ID))
+            .parquet(*files)
+            .where(F.col("batch_id") < batch_id)
+            .select("message_id")
+        )
+
     def write(self, outputs: DataFrame, state: JobState, app_id: str, batch_id: int) -> None:
         """Write a batch's outputs (:func:`outputs`) in one Spark job, one commit per table.
 
@@ -76,6 +103,7 @@ class LakeStorage:
             f"{layout.ADDRESSES}/*": {"columns": schemas.MESSAGE.names},
             layout.JOURNAL: {"columns": schemas.JOURNAL.names},
             layout.REJECTED: {"columns": schemas.REJECTED.names},
+            layout.PRODUCER_IDS: {"columns": schemas.PRODUCER_ID.names},
             layout.QUEUE_MESSAGES: {
                 "columns": schemas.QUEUE_MESSAGE.names,
                 "partitionBy": [schemas.QUEUE_MESSAGES_PARTITION],
@@ -95,12 +123,15 @@ class LakeStorage:
         )
 
 
-def outputs(result: BatchResult, source_of) -> DataFrame:
+def outputs(result: BatchResult, source_of, batch_id: int) -> DataFrame:
     """Every row a batch writes, tagged with its table (one DataFrame, one write job)."""
     frames = [
         result.copies.withColumn(TABLE, source_of(F.col("address"))),
         result.journal.withColumn(TABLE, F.lit(layout.JOURNAL)),
         result.rejected.withColumn(TABLE, F.lit(layout.REJECTED)),
+        result.routed.select(
+            "message_id", F.lit(batch_id).cast("long").alias("batch_id")
+        ).withColumn(TABLE, F.lit(layout.PRODUCER_IDS)),
         result.queue_rows.withColumn(TABLE, F.lit(layout.QUEUE_MESSAGES)),
     ]
     out = frames[0]
