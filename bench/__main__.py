@@ -7,7 +7,7 @@ import importlib
 import sys
 import time
 
-MODULES = ["storage", "breadcrumbs", "routing_throughput", "replay", "soak"]
+MODULES = ["storage", "breadcrumbs", "routing", "replay", "soak"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -49,7 +49,17 @@ def replay(log: Path, lake: Path) -> tuple[float, int, str]:
     """(seconds, peak RSS bytes, output) of one ``jobs.replay`` process."""
     started = time.perf_counter()
     process = subprocess.Popen(
-        [sys.executable, "-m", "jobs.replay", "--log", str(log), "--lake", str(lake), "--conf", str(CONF)],
+        [
+            sys.executable,
+            "-m",
+            "jobs.replay",
+            "--log",
+            str(log),
+            "--lake",
+            str(lake),
+            "--conf",
+            str(CONF),
+        ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -77,7 +87,17 @@ def latency(workdir: Path, batches: int = 30, rows: int = 200) -> list[float]:
     source = lake.address_table("orders")
     write_deltalake(source, template.slice(0, 0), mode="append")
     job = subprocess.Popen(
-        [sys.executable, "-m", "jobs.route", "--conf", str(CONF), "--lake", lake.root, "--trigger", "1 second"],
+        [
+            sys.executable,
+            "-m",
+            "jobs.route",
+            "--conf",
+            str(CONF),
+            "--lake",
+            lake.root,
+            "--trigger",
+            "1 second",
+        ],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -141,28 +161,67 @@ def run(spark, scale: float) -> list[Figure]:
             log = write_log(workdir / f"demo-{size}.parquet", size)
             seconds, peak, output = replay(log, workdir / f"lake-{size}")
             times[size], peaks[size] = seconds, peak
-            rows_in = next((line.split()[-1] for line in output.splitlines() if "rows in" in line and "batch" not in line), "?")
-            figures.append(Figure(f"replay of {size:,} messages ({rows_in} input rows), whole run", seconds, "s"))
+            rows_in = next(
+                (
+                    line.split()[-1]
+                    for line in output.splitlines()
+                    if "rows in" in line and "batch" not in line
+                ),
+                "?",
+            )
+            figures.append(
+                Figure(
+                    f"replay of {size:,} messages ({rows_in} input rows), whole run", seconds, "s"
+                )
+            )
             figures.append(Figure("  messages/s incl. session start", size / seconds, "msg/s"))
             shutil.rmtree(workdir / f"lake-{size}", ignore_errors=True)
         small, large = sorted(times)
         marginal = (large - small) / (times[large] - times[small])
         figures.append(
-            Figure(f"marginal throughput ({large:,} - {small:,})", marginal, "msg/s", ">= 100k", marginal >= 100_000)
+            Figure(
+                f"marginal throughput ({large:,} - {small:,})",
+                marginal,
+                "msg/s",
+                ">= 100k",
+                marginal >= 100_000,
+            )
         )
         single_process = 11_500
-        figures.append(Figure("  ratio to the single-process pure-Python router", marginal / single_process, "x"))
+        figures.append(
+            Figure(
+                "  ratio to the single-process pure-Python router", marginal / single_process, "x"
+            )
+        )
         peak_gib = peaks[large] / 2**30
-        figures.append(Figure(f"peak memory of the job at {large:,} messages", peak_gib, "GiB", "< 4 GiB", peak_gib < 4))
+        figures.append(
+            Figure(
+                f"peak memory of the job at {large:,} messages",
+                peak_gib,
+                "GiB",
+                "< 4 GiB",
+                peak_gib < 4,
+            )
+        )
         waits = latency(workdir)
         if waits:
             p50, p95 = np.percentile(waits, [50, 95])
             figures.append(
-                Figure(f"append-to-queue latency p50 ({len(waits)} batches, 1 s trigger)", p50, "s", "< 2 s", p50 < 2)
+                Figure(
+                    f"append-to-queue latency p50 ({len(waits)} batches, 1 s trigger)",
+                    p50,
+                    "s",
+                    "< 2 s",
+                    p50 < 2,
+                )
             )
             figures.append(Figure("append-to-queue latency p95", p95, "s"))
         else:
-            figures.append(Figure("append-to-queue latency: no batch arrived", float("nan"), "s", "< 2 s", False))
+            figures.append(
+                Figure(
+                    "append-to-queue latency: no batch arrived", float("nan"), "s", "< 2 s", False
+                )
+            )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return figures

@@ -64,6 +64,11 @@ def _data_source_copy(spark, source: str, target: str) -> None:
     spark.read.format("lake").load(source).write.format("lake").mode("append").save(target)
 
 
+def _spark_parquet_copy(spark, source: str, target: str) -> None:
+    """Spark's own Parquet reader and writer on the same files: what Spark's row path costs."""
+    spark.read.parquet(source).write.mode("overwrite").parquet(target)
+
+
 def run(spark, scale: float) -> list[Figure]:
     rows = int(1_000_000 * scale)
     work = Path(tempfile.mkdtemp(prefix="bench-storage-"))
@@ -76,6 +81,8 @@ def run(spark, scale: float) -> list[Figure]:
         _data_source_copy(spark, source, str(work / "warm"))  # Python workers up
         floor = best(lambda i: _delta_rs_copy(source, str(work / f"floor{i}")))
         lake = best(lambda i: _data_source_copy(spark, source, str(work / f"lake{i}")))
+        _spark_parquet_copy(spark, source, str(work / "native"))  # warm
+        native = best(lambda i: _spark_parquet_copy(spark, source, str(work / f"native{i}")))
         assert DeltaTable(str(work / "lake0")).count() == rows
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -86,6 +93,8 @@ def run(spark, scale: float) -> list[Figure]:
         Figure(f"lake data source read->write of {rows:,} rows", rows / lake, "rows/s"),
         Figure("  data source per row", lake / rows * 1e6, "µs"),
         Figure("data source time / floor time", ratio, "x", "<= 3x", ratio <= 3.0),
+        Figure(f"Spark's native parquet read->write of {rows:,} rows", rows / native, "rows/s"),
+        Figure("data source time / Spark native parquet time", lake / native, "x"),
     ]
 
 
