@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from functools import reduce
 
 from pyspark.sql import Column, DataFrame
@@ -32,3 +32,28 @@ def union_all(frames: Iterable[DataFrame | None]) -> DataFrame | None:
         return union
     partitions = int(union.sparkSession.conf.get("spark.sql.shuffle.partitions"))
     return union.coalesce(max(partitions, 1))
+
+
+def chosen_values(choices: Sequence[tuple[Column, Column]], element_type: str) -> Column:
+    """The array of each value whose condition holds, in order (a null condition does not).
+
+    ``concat`` of one-element arrays rather than ``array_compact`` or ``filter``: those
+    are higher-order functions, which Spark evaluates without code generation, and so is
+    everything under them (every divert and queue filter): several times slower a row.
+    """
+    empty = F.array().cast(f"array<{element_type}>")
+    parts = [F.when(condition, F.array(value)).otherwise(empty) for condition, value in choices]
+    if not parts:
+        return empty
+    return parts[0] if len(parts) == 1 else F.concat(*parts)
+
+
+def case_of(key: Column, values: Mapping[str, Column], default: Column) -> Column:
+    """``CASE WHEN key = k1 THEN v1 ... ELSE default``: only the matching branch is evaluated."""
+    expression = None
+    for name, value in values.items():
+        condition = key == F.lit(name)
+        expression = (
+            F.when(condition, value) if expression is None else expression.when(condition, value)
+        )
+    return default if expression is None else expression.otherwise(default)

@@ -14,6 +14,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from routing import schemas
+from routing._columns import chosen_values
 
 ROUTED = "ROUTED"
 REDELIVERY_SCHEDULED = "REDELIVERY_SCHEDULED"
@@ -36,13 +37,11 @@ def detail(entries: Mapping[str, Column]) -> Column:
     """A ``map<string,string>`` of the non-null entries."""
     if not entries:
         return F.create_map().cast("map<string,string>")
-    pairs = F.array(
-        *[
-            F.struct(F.lit(k).alias("key"), v.cast("string").alias("value"))
-            for k, v in entries.items()
-        ]
-    )
-    return F.map_from_entries(F.filter(pairs, lambda e: e["value"].isNotNull()))
+    pairs = []
+    for key, value in entries.items():
+        text = value.cast("string")
+        pairs.append((text.isNotNull(), F.struct(F.lit(key).alias("key"), text.alias("value"))))
+    return F.map_from_entries(chosen_values(pairs, "struct<key:string,value:string>"))
 
 
 def journal_rows(

@@ -26,13 +26,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import reduce
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from routing import journal, schemas
-from routing._columns import literal_map, union_all
+from routing._columns import case_of, chosen_values, literal_map, union_all
 from routing.config import DivertConfig
 from routing.copies import DEAD_LETTER, DIVERT, make_copies
 from routing.expiry import apply_expiry_settings, has_expiry_settings
@@ -182,68 +181,78 @@ class Router:
         )
 
     def _exclusive(self) -> Column:
-        fired = [
-            self._at(d.address) & matches(d.filter)
-            for d in self.topology.config.diverts
-            if d.exclusive
-        ]
+        """The row fires an exclusive divert (and so goes nowhere else on its address)."""
+        fired: dict[str, Column] = {}
+        for divert in self.topology.config.diverts:
+            if divert.exclusive:
+                this = matches(divert.filter)
+                fired[divert.address] = (
+                    fired[divert.address] | this if divert.address in fired else this
+                )
         routed = F.col("to_queue").isNull()
-        return routed & reduce(lambda a, b: a | b, fired) if fired else F.lit(False)
+        return routed & case_of(F.col("address"), fired, F.lit(False)) if fired else F.lit(False)
 
     def _fired(self) -> Column:
-        """The diverts a row fires: array of (name, routing_type, forwarding)."""
-        normal = F.col("to_queue").isNull() & ~F.col("_exclusive")
-        fired = []
+        """The diverts a row fires: array of (name, routing_type, forwarding).
+
+        Every column here is a ``CASE`` on the row's address, so a row evaluates only the
+        filters of its own address's bindings.
+        """
+        by_address: dict[str, list[tuple[Column, Column]]] = {}
         for divert in self.topology.config.diverts:
-            at = self._at(divert.address)
             if divert.exclusive:
-                cond = F.col("to_queue").isNull() & at & matches(divert.filter)
+                cond = matches(divert.filter)
             elif (group := self._in_group(divert)) is not None:
-                cond = normal & (
-                    F.col("_turns").getItem(group.key) == group.members.index(divert.name)
-                )
+                chosen = F.col("_turns").getItem(group.key) == group.members.index(divert.name)
+                cond = ~F.col("_exclusive") & chosen
             else:
-                cond = normal & at & matches(divert.filter)
-            fired.append(F.when(cond, self._divert_struct(divert)))
-        if not fired:
-            return F.array().cast(
-                "array<struct<name:string,routing_type:string,forwarding:array<string>>>"
-            )
-        return F.array_compact(F.array(*fired))
+                cond = ~F.col("_exclusive") & matches(divert.filter)
+            by_address.setdefault(divert.address, []).append((cond, self._divert_struct(divert)))
+        kind = "struct<name:string,routing_type:string,forwarding:array<string>>"
+        empty = F.array().cast(f"array<{kind}>")
+        fired = {a: chosen_values(c, kind) for a, c in by_address.items()}
+        return F.when(F.col("to_queue").isNotNull(), empty).otherwise(
+            case_of(F.col("address"), fired, empty)
+        )
 
     def _queues(self) -> Column:
         """The queues a row enters."""
-        normal = F.col("to_queue").isNull() & ~F.col("_exclusive")
-        entered = []
+        by_address = {}
         for address in self.topology.routed_addresses:
-            at = self._at(address)
             queues = self.topology.queues_on(address)
-            anycast = [q for q in queues if q.routing_type == ANYCAST]
+            anycast = [q.name for q in queues if q.routing_type == ANYCAST]
+            choices = []
             for queue in queues:
                 if queue.routing_type == MULTICAST:
-                    cond = normal & at & self._takes(MULTICAST) & matches(queue.filter)
+                    cond = self._takes(MULTICAST) & matches(queue.filter)
                 elif len(anycast) == 1:
-                    cond = normal & at & self._takes(ANYCAST) & matches(queue.filter)
+                    cond = self._takes(ANYCAST) & matches(queue.filter)
                 else:
-                    index = [q.name for q in anycast].index(queue.name)
-                    cond = normal & (F.col("_turns").getItem(f"anycast:{address}") == index)
-                entered.append(F.when(cond, F.lit(queue.name)))
-        entered.append(F.col("to_queue"))
-        return F.array_compact(F.array(*entered))
+                    turn = F.col("_turns").getItem(f"anycast:{address}")
+                    cond = turn == anycast.index(queue.name)
+                choices.append((cond, F.lit(queue.name)))
+            by_address[address] = chosen_values(choices, "string")
+        empty = F.array().cast("array<string>")
+        return (
+            F.when(F.col("to_queue").isNotNull(), F.array(F.col("to_queue")))
+            .when(F.col("_exclusive"), empty)
+            .otherwise(case_of(F.col("address"), by_address, empty))
+        )
 
     def _turn_requests(self) -> Column:
         """Per row, the turns it takes: array of (group, mask)."""
-        normal = F.col("to_queue").isNull() & ~F.col("_exclusive")
-        requests = []
+        by_address: dict[str, list[tuple[Column, Column]]] = {}
         for group in self.groups:
-            cond = normal & self._at(group.address)
-            if group.anycast:
-                cond = cond & self._takes(ANYCAST)
+            cond = self._takes(ANYCAST) if group.anycast else F.lit(True)
             mask = F.array(*[matches(f) for f in group.filters])
-            requests.append(
-                F.when(cond, F.struct(F.lit(group.key).alias("group"), mask.alias("mask")))
-            )
-        return F.array_compact(F.array(*requests))
+            request = F.struct(F.lit(group.key).alias("group"), mask.alias("mask"))
+            by_address.setdefault(group.address, []).append((cond, request))
+        kind = "struct<group:string,mask:array<boolean>>"
+        empty = F.array().cast(f"array<{kind}>")
+        requests = {a: chosen_values(c, kind) for a, c in by_address.items()}
+        return F.when(F.col("to_queue").isNotNull() | F.col("_exclusive"), empty).otherwise(
+            case_of(F.col("address"), requests, empty)
+        )
 
     def _no_route_dla(self) -> Column:
         """Dead-letter address of rows with no route, where send-to-dla-on-no-route applies."""

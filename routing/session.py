@@ -24,8 +24,10 @@ EMBEDDED_CONF: dict[str, str] = {
     "spark.sql.adaptive.enabled": "true",
     # small micro-batches collapse to one shuffle partition, large ones keep their parallelism
     "spark.sql.adaptive.coalescePartitions.parallelismFirst": "false",
+    # ... but a 1M-row batch (tens of MB of shuffle) still spreads over both cores
+    "spark.sql.adaptive.advisoryPartitionSizeInBytes": "8m",
     "spark.local.dir": os.environ.get("ROUTING_SPARK_LOCAL_DIR", "/tmp/routing-spark"),
-    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG4J}",
+    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG4J} -XX:-DontCompileHugeMethods",
 }
 
 COMMON_CONF: dict[str, str] = {

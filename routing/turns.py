@@ -63,18 +63,22 @@ def scan(masks: np.ndarray, start: int) -> tuple[np.ndarray, int]:
 
 def _group_turns(table: pa.Table) -> pa.Table:
     table = table.sort_by([("sent_at", "ascending"), ("message_id", "ascending")])
+    n = table.num_rows
     group = table.column("group")[0].as_py()
     start = table.column("start")[0].as_py()
-    masks = np.array(table.column("mask").to_pylist(), dtype=bool)
+    lists = table.column("mask").combine_chunks()
+    width = len(lists[0]) if n else 0  # every request of a group has one flag per binding
+    masks = lists.flatten().to_numpy(zero_copy_only=False).astype(bool).reshape(n, width)
     chosen, final = scan(masks, start)
-    n = table.num_rows
-    return pa.Table.from_pydict(
-        {
-            "group": pa.array([group] * (n + 1), pa.string()),
-            "message_id": pa.array([*table.column("message_id").to_pylist(), None], pa.int64()),
-            "chosen": pa.array([*(None if c < 0 else int(c) for c in chosen), None], pa.int32()),
-            "position": pa.array([None] * n + [final], pa.int32()),
-        },
+    # one row per request, then the group's end row (no message_id, the final position)
+    arrays = [
+        pa.array([group] * (n + 1), pa.string()),
+        pa.concat_arrays([table.column("message_id").combine_chunks(), pa.nulls(1, pa.int64())]),
+        pa.array(np.append(chosen, -1).astype(np.int32), mask=np.append(chosen < 0, True)),
+        pa.array(np.full(n + 1, final, dtype=np.int32), mask=np.arange(n + 1) < n),
+    ]
+    return pa.Table.from_arrays(
+        arrays,
         schema=pa.schema([(f.name, t) for f, t in zip(TURNS.fields, _ARROW_TYPES, strict=True)]),
     )
 

@@ -265,7 +265,11 @@ class Cluster:
             "spark.executor.memory": "1g",
             "spark.driver.memory": "1g",
             "spark.ui.enabled": "false",
-            "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J}",
+            # as the README's command line: large generated methods JIT-compiled
+            "spark.driver.extraJavaOptions": (
+                f"-Dlog4j2.configurationFile=file:{LOG4J} -XX:-DontCompileHugeMethods"
+            ),
+            "spark.executor.extraJavaOptions": "-XX:-DontCompileHugeMethods",
             **(conf or {}),
         }
         command = [str(SPARK_HOME / "bin" / "spark-submit"), "--master", self.url]
