@@ -7,6 +7,7 @@ from functools import reduce
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import DataType, MapType
 
 
 def literal_map(pairs: Mapping[str, object], value_type: str = "string") -> Column:
@@ -57,3 +58,28 @@ def case_of(key: Column, values: Mapping[str, Column], default: Column) -> Colum
             F.when(condition, value) if expression is None else expression.when(condition, value)
         )
     return default if expression is None else expression.otherwise(default)
+
+
+def tagged_union(frames: list[DataFrame]) -> DataFrame:
+    """The rows of every frame, by name; a column a frame lacks is null, or an empty map.
+
+    The writer keeps each table's own columns, so the filler is never written; it is an
+    empty map because Spark's Arrow conversion crawls over null maps: the batch's
+    outputs reach the Python writer ten times slower when a journal row carries a null
+    ``properties`` and a message row a null ``detail`` (docs/DESIGN.md).
+    """
+    types: dict[str, DataType] = {}
+    for frame in frames:
+        for field in frame.schema.fields:
+            types.setdefault(field.name, field.dataType)
+
+    def filler(kind: DataType) -> Column:
+        if isinstance(kind, MapType):
+            return F.create_map().cast(kind)
+        return F.lit(None).cast(kind)
+
+    filled = [
+        frame.withColumns({n: filler(t) for n, t in types.items() if n not in frame.columns})
+        for frame in frames
+    ]
+    return reduce(lambda a, b: a.unionByName(b), filled)

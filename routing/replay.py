@@ -36,7 +36,7 @@ from pyspark.sql.types import (
 
 from routing import lake as layout
 from routing import schemas
-from routing._columns import literal_map
+from routing._columns import literal_map, tagged_union
 from routing.lake import Lake, address_source
 
 KINDS = ("send", "delivery", "management")
@@ -301,9 +301,7 @@ def lake_rows(loaded: Loaded, addresses: Sequence[str]) -> DataFrame:
         *schemas.MANAGEMENT.names, F.lit(layout.MANAGEMENT).alias("_table")
     )
     rejected = loaded.rejected.withColumn("_table", F.lit(layout.REJECTED))
-    out = messages.unionByName(deliveries, allowMissingColumns=True)
-    out = out.unionByName(management, allowMissingColumns=True)
-    return out.unionByName(rejected, allowMissingColumns=True)
+    return tagged_union([messages, deliveries, management, rejected])
 
 
 def write(lake: Lake, rows: DataFrame, paths: Sequence[str]) -> None:

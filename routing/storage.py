@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 
 from routing import lake as layout
 from routing import schemas
+from routing._columns import tagged_union
 from routing.delta_log import TableLog
 from routing.engine import BatchResult, JobState
 from routing.lake import Lake
@@ -134,10 +135,7 @@ def outputs(result: BatchResult, source_of, batch_id: int) -> DataFrame:
         ).withColumn(TABLE, F.lit(layout.PRODUCER_IDS)),
         result.queue_rows.withColumn(TABLE, F.lit(layout.QUEUE_MESSAGES)),
     ]
-    out = frames[0]
-    for frame in frames[1:]:
-        out = out.unionByName(frame, allowMissingColumns=True)
-    return out
+    return tagged_union(frames)
 
 
 def storage_for(spark: SparkSession, lake: Lake):
