@@ -35,6 +35,11 @@ def union_all(frames: Iterable[DataFrame | None]) -> DataFrame | None:
     return union.coalesce(max(partitions, 1))
 
 
+def empty_array(element_type: str) -> Column:
+    """An empty ``array<element_type>``."""
+    return F.array().cast(f"array<{element_type}>")
+
+
 def chosen_values(choices: Sequence[tuple[Column, Column]], element_type: str) -> Column:
     """The array of each value whose condition holds, in order (a null condition does not).
 
@@ -42,7 +47,7 @@ def chosen_values(choices: Sequence[tuple[Column, Column]], element_type: str) -
     are higher-order functions, which Spark evaluates without code generation, and so is
     everything under them (every divert and queue filter): several times slower a row.
     """
-    empty = F.array().cast(f"array<{element_type}>")
+    empty = empty_array(element_type)
     parts = [F.when(condition, F.array(value)).otherwise(empty) for condition, value in choices]
     if not parts:
         return empty

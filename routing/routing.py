@@ -31,7 +31,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from routing import journal, schemas
-from routing._columns import case_of, chosen_values, literal_map, union_all
+from routing._columns import case_of, chosen_values, empty_array, literal_map, union_all
 from routing.config import DivertConfig
 from routing.copies import DEAD_LETTER, DIVERT, make_copies
 from routing.expiry import apply_expiry_settings, has_expiry_settings
@@ -164,10 +164,6 @@ class Router:
     # ---- columns ------------------------------------------------------------------------
 
     @staticmethod
-    def _at(address: str) -> Column:
-        return F.col("address") == F.lit(address)
-
-    @staticmethod
     def _takes(kind: str) -> Column:
         """The row's routing type allows a queue of ``kind`` (null matches both)."""
         return F.col("routing_type").isNull() | (F.col("routing_type") == F.lit(kind))
@@ -209,7 +205,7 @@ class Router:
                 cond = ~F.col("_exclusive") & matches(divert.filter)
             by_address.setdefault(divert.address, []).append((cond, self._divert_struct(divert)))
         kind = "struct<name:string,routing_type:string,forwarding:array<string>>"
-        empty = F.array().cast(f"array<{kind}>")
+        empty = empty_array(kind)
         fired = {a: chosen_values(c, kind) for a, c in by_address.items()}
         return F.when(F.col("to_queue").isNotNull(), empty).otherwise(
             case_of(F.col("address"), fired, empty)
@@ -217,7 +213,7 @@ class Router:
 
     def _queues(self) -> Column:
         """The queues a row enters."""
-        by_address = {}
+        by_address: dict[str, Column] = {}
         for address in self.topology.routed_addresses:
             queues = self.topology.queues_on(address)
             anycast = [q.name for q in queues if q.routing_type == ANYCAST]
@@ -232,7 +228,7 @@ class Router:
                     cond = turn == anycast.index(queue.name)
                 choices.append((cond, F.lit(queue.name)))
             by_address[address] = chosen_values(choices, "string")
-        empty = F.array().cast("array<string>")
+        empty = empty_array("string")
         return (
             F.when(F.col("to_queue").isNotNull(), F.array(F.col("to_queue")))
             .when(F.col("_exclusive"), empty)
@@ -248,7 +244,7 @@ class Router:
             request = F.struct(F.lit(group.key).alias("group"), mask.alias("mask"))
             by_address.setdefault(group.address, []).append((cond, request))
         kind = "struct<group:string,mask:array<boolean>>"
-        empty = F.array().cast(f"array<{kind}>")
+        empty = empty_array(kind)
         requests = {a: chosen_values(c, kind) for a, c in by_address.items()}
         return F.when(F.col("to_queue").isNotNull() | F.col("_exclusive"), empty).otherwise(
             case_of(F.col("address"), requests, empty)
@@ -256,12 +252,12 @@ class Router:
 
     def _no_route_dla(self) -> Column:
         """Dead-letter address of rows with no route, where send-to-dla-on-no-route applies."""
-        dla = F.lit(None).cast("string")
+        dlas = {}
         for address in self.addresses:
             settings = self.topology.settings(address)
             if settings.send_to_dla_on_no_route and settings.dead_letter_address:
-                dla = F.when(self._at(address), F.lit(settings.dead_letter_address)).otherwise(dla)
-        return dla
+                dlas[address] = F.lit(settings.dead_letter_address)
+        return case_of(F.col("address"), dlas, F.lit(None).cast("string"))
 
     def source_of(self, address: Column) -> Column:
         """The table (``addresses/<dir>``) of a copy's address: copies only go to known addresses."""
