@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from routing._columns import case_of
 from routing.settings import AddressSettings
 
 UNSET = -1  # Artemis's default for expiry-delay, min- and max-expiry-delay
@@ -51,22 +52,17 @@ def has_expiry_settings(settings: AddressSettings) -> bool:
     )
 
 
-def apply_expiry_settings(
+def expiration_by_address(
     addresses: Iterable[str], settings_of: Callable[[str], AddressSettings]
-) -> Callable[[DataFrame], DataFrame]:
-    """Set ``expiration`` of rows entering their ``address`` (only addresses that change it)."""
-
-    def transform(rows: DataFrame) -> DataFrame:
-        expiration = F.col("expiration")
-        for address in sorted(addresses):
-            settings = settings_of(address)
-            if has_expiry_settings(settings):
-                expiration = F.when(
-                    F.col("address") == F.lit(address), expiration_on_entry(settings)
-                ).otherwise(expiration)
-        return rows.withColumn("expiration", expiration)
-
-    return transform
+) -> Column:
+    """The ``expiration`` of a row entering its ``address``: a CASE over the addresses
+    whose settings change it (the others keep the row's own)."""
+    changing = {
+        address: expiration_on_entry(settings_of(address))
+        for address in sorted(addresses)
+        if has_expiry_settings(settings_of(address))
+    }
+    return case_of(F.col("address"), changing, F.col("expiration"))
 
 
 def expires_at(clock_micros: int) -> Column:

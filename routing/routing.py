@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -34,7 +35,7 @@ from routing import journal, schemas
 from routing._columns import case_of, chosen_values, empty_array, literal_map, union_all
 from routing.config import DivertConfig
 from routing.copies import DEAD_LETTER, DIVERT, make_copies
-from routing.expiry import apply_expiry_settings, has_expiry_settings
+from routing.expiry import expiration_by_address, has_expiry_settings
 from routing.filters import matches
 from routing.ids import copy_id
 from routing.lake import address_source
@@ -162,6 +163,8 @@ class Router:
         return self._by_key.get(f"divert:{divert.address}:{divert.routing_name}")
 
     # ---- columns ------------------------------------------------------------------------
+    # Built once per router and reused by every pass of every batch: a topology's columns
+    # take thousands of py4j calls to build (Column objects are immutable, so sharing is safe).
 
     @staticmethod
     def _takes(kind: str) -> Column:
@@ -176,6 +179,7 @@ class Router:
             F.array(*[F.lit(a) for a in divert.forwarding_addresses]).alias("forwarding"),
         )
 
+    @cached_property
     def _exclusive(self) -> Column:
         """The row fires an exclusive divert (and so goes nowhere else on its address)."""
         fired: dict[str, Column] = {}
@@ -188,6 +192,7 @@ class Router:
         routed = F.col("to_queue").isNull()
         return routed & case_of(F.col("address"), fired, F.lit(False)) if fired else F.lit(False)
 
+    @cached_property
     def _fired(self) -> Column:
         """The diverts a row fires: array of (name, routing_type, forwarding).
 
@@ -211,6 +216,7 @@ class Router:
             case_of(F.col("address"), fired, empty)
         )
 
+    @cached_property
     def _queues(self) -> Column:
         """The queues a row enters."""
         by_address: dict[str, Column] = {}
@@ -235,6 +241,7 @@ class Router:
             .otherwise(case_of(F.col("address"), by_address, empty))
         )
 
+    @cached_property
     def _turn_requests(self) -> Column:
         """Per row, the turns it takes: array of (group, mask)."""
         by_address: dict[str, list[tuple[Column, Column]]] = {}
@@ -250,6 +257,7 @@ class Router:
             case_of(F.col("address"), requests, empty)
         )
 
+    @cached_property
     def _no_route_dla(self) -> Column:
         """Dead-letter address of rows with no route, where send-to-dla-on-no-route applies."""
         dlas = {}
@@ -259,9 +267,17 @@ class Router:
                 dlas[address] = F.lit(settings.dead_letter_address)
         return case_of(F.col("address"), dlas, F.lit(None).cast("string"))
 
+    @cached_property
+    def _sources(self) -> Column:
+        return literal_map({a: address_source(a) for a in self.addresses})
+
+    @cached_property
+    def _expiration(self) -> Column:
+        return expiration_by_address(self.addresses, self.topology.settings)
+
     def source_of(self, address: Column) -> Column:
         """The table (``addresses/<dir>``) of a copy's address: copies only go to known addresses."""
-        return literal_map({a: address_source(a) for a in self.addresses})[address]
+        return self._sources[address]
 
     # ---- passes -------------------------------------------------------------------------
 
@@ -291,14 +307,14 @@ class Router:
 
         ``last``: the copy graph allows no further copy, so the (empty) result is not kept.
         """
-        rows = rows.transform(apply_expiry_settings(self.addresses, self.topology.settings))
-        rows = rows.withColumn("_exclusive", self._exclusive())
+        rows = rows.withColumn("expiration", self._expiration)
+        rows = rows.withColumn("_exclusive", self._exclusive)
         if self.groups:
             rows = self._with_turns(rows, result, scratch)
         else:
             rows = rows.withColumn("_turns", F.lit(None).cast("map<string,int>"))
         decided = scratch.keep(
-            rows.withColumn("_fired", self._fired()).withColumn("_queues", self._queues())
+            rows.withColumn("_fired", self._fired).withColumn("_queues", self._queues)
         )
 
         entries = decided.where(F.size("_queues") > 0).select(
@@ -349,7 +365,7 @@ class Router:
                     F.col("_divert.name"),
                     F.col("_target"),
                     F.col("sent_at"),
-                    routing_type=self._divert_routing_type(),
+                    routing_type=self._divert_routing_type,
                     keep_expiration=True,
                 )
             )
@@ -362,7 +378,7 @@ class Router:
             & ~F.col("_exclusive")
             & (F.size("_fired") == 0)
             & (F.size("_queues") == 0)
-        ).withColumn("_dla", self._no_route_dla())
+        ).withColumn("_dla", self._no_route_dla)
         to_dla = no_route.where(F.col("_dla").isNotNull() & ~F.col("_dla_hint"))
         dla_copies = (
             to_dla.transform(
@@ -417,6 +433,7 @@ class Router:
         result.copies.append(made.select(*schemas.MESSAGE.names))
         return made
 
+    @cached_property
     def _divert_routing_type(self) -> Column:
         kind = F.col("_divert.routing_type")
         return (
@@ -426,7 +443,7 @@ class Router:
         )
 
     def _with_turns(self, rows: DataFrame, result: Routed, scratch: Scratch) -> DataFrame:
-        rows = rows.withColumn("_requests", self._turn_requests())
+        rows = rows.withColumn("_requests", self._turn_requests)
         requests = (
             rows.where(F.size("_requests") > 0)
             .select("sent_at", "message_id", F.explode("_requests").alias("_r"))

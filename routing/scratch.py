@@ -7,19 +7,22 @@ from pyspark.sql import DataFrame
 
 
 class Scratch:
-    """Materialise a frame once (a local checkpoint: computed now, plan cut short) and
-    drop its blocks when the batch is done, so memory stays flat over a long run.
+    """Materialise a frame once (a local checkpoint: plan cut short, rows computed by
+    the first job that reads them and kept) and drop its blocks when the batch is
+    done, so memory stays flat over a long run.
 
-    Eager checkpoints rather than lazy ``persist``: a batch's plans would otherwise
-    nest round after round, and Catalyst's cache lookups over such plans grow much
-    faster than the data.
+    Checkpoints rather than ``persist``: a batch's plans would otherwise nest round
+    after round, and Catalyst's cache lookups over such plans grow much faster than
+    the data. Lazy ones: an eager checkpoint is a Spark job of its own, six or seven a
+    batch; lazily, the rows are computed inside the job that first needs them (a
+    partition that job did not read is filled in right after it, by Spark).
     """
 
     def __init__(self) -> None:
         self._rdds: list = []
 
     def keep(self, frame: DataFrame) -> DataFrame:
-        """``frame`` computed now, in at most ``spark.sql.shuffle.partitions`` partitions.
+        """``frame`` computed once, in at most ``spark.sql.shuffle.partitions`` partitions.
 
         Unions add up their inputs' partitions: a batch of many routing passes would
         otherwise carry hundreds of near-empty partitions into every later stage, and
@@ -27,7 +30,7 @@ class Scratch:
         """
         partitions = int(frame.sparkSession.conf.get("spark.sql.shuffle.partitions"))
         kept = frame.coalesce(max(partitions, 1)).localCheckpoint(
-            eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK
+            eager=False, storageLevel=StorageLevel.MEMORY_AND_DISK
         )
         # the checkpointed RDD behind the frame's LogicalRDD (no public accessor)
         self._rdds.append(kept._jdf.queryExecution().analyzed().rdd())
