@@ -155,14 +155,18 @@ class TableLog:
 
     def user_metadata(self, version: int | None = None) -> str | None:
         """``commitInfo.userMetadata`` of ``version`` (default latest)."""
+        return self.commit_info(version).get("userMetadata")
+
+    def commit_info(self, version: int | None = None) -> dict[str, Any]:
+        """The ``commitInfo`` of ``version`` (default latest; empty if there is none)."""
         if not self.exists():
-            return None
+            return {}
         version = self.version() if version is None else version
         info = self._commit_info(version)
         if info is None:
             history = [h for h in self.table().history(limit=50) if h.get("version") == version]
             info = history[0] if history else {}
-        return info.get("userMetadata")
+        return info
 
     # ---- files -------------------------------------------------------------------
 

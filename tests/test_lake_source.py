@@ -8,16 +8,18 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 from pyspark.sql.datasource import InputPartition
 
 from routing import schemas
 from routing.lake import Lake, address_dir
-from routing.lake_source import LakeDataSource
+from routing.lake_source import ROW_GROUP_ROWS, ROWS_WRITTEN, FileStats, LakeDataSource, TableFiles
 from tests.frames import assert_rows_equal
 from tests.lakeio import append, at, read_table
 
@@ -175,6 +177,92 @@ def test_several_tables_in_one_write_one_commit_each_in_order(spark, tmp_path):
         for t in ("journal", "rejected", "addresses/x")
     }
     assert stamps["journal"] >= max(stamps["rejected"], stamps["addresses/x"])
+
+
+def test_the_commit_of_a_record_counts_table_records_the_rows_written(spark, tmp_path):
+    """A write counts its rows per table, and per value of a ``countBy`` column, as it
+    writes them; the ``recordCounts`` table's commit records them (ROWS_WRITTEN)."""
+    df = spark.createDataFrame(
+        [("journal", "ACKED"), ("journal", "ACKED"), ("journal", "EXPIRED"), ("addresses/x", "c")]
+        + [("rejected", "r")] * 3,
+        "target string, event string",
+    )
+    tables = {
+        "addresses/*": {},
+        "journal": {"countBy": "event"},
+        "rejected": {"commitEmpty": True, "recordCounts": True},
+    }
+    (
+        df.repartition(3)
+        .write.format("lake")
+        .mode("append")
+        .option("tableColumn", "target")
+        .option("tables", json.dumps(tables))
+        .save(str(tmp_path))
+    )
+    recorded = DeltaTable(str(tmp_path / "rejected")).history()[0][ROWS_WRITTEN]
+    assert json.loads(recorded) == {
+        "addresses/x": 1,
+        "journal": 3,
+        "journal:ACKED": 2,
+        "journal:EXPIRED": 1,
+        "rejected": 3,
+    }
+    assert ROWS_WRITTEN not in DeltaTable(str(tmp_path / "journal")).history()[0]
+
+
+def test_files_keep_statistics_of_times_and_dictionaries_of_strings(spark, tmp_path, messages):
+    """Parquet statistics where a reader prunes (times, ids), none for bodies; strings and
+    property maps dictionary-encoded, bodies not (routing.lake_source.encodings)."""
+    path = tmp_path / "addresses" / "orders"
+    messages.coalesce(1).write.format("lake").mode("append").save(str(path))
+    (file,) = path.glob("*.parquet")
+    group = pq.ParquetFile(file).metadata.row_group(0)
+    columns = {group.column(i).path_in_schema: group.column(i) for i in range(group.num_columns)}
+    assert columns["sent_at"].statistics.has_min_max
+    assert columns["message_id"].statistics.has_min_max
+    assert columns["body"].statistics is None or not columns["body"].statistics.has_min_max
+    dictionary = {p for p, c in columns.items() if "RLE_DICTIONARY" in c.encodings}
+    assert {"address", "properties.key_value.key", "properties.key_value.value"} <= dictionary
+    assert "body" not in dictionary
+
+
+def test_a_task_writes_its_files_a_row_group_at_a_time(tmp_path):
+    """TableFiles: batches arriving in any number become files of at most ``target_rows``
+    rows per partition, row groups of at most ROW_GROUP_ROWS, and each file's statistics
+    are those of its whole content."""
+    rows = 2 * ROW_GROUP_ROWS + 1000
+    statuses = pa.array(["PENDING", "ACKED", None] * (rows // 3) + ["PENDING"] * (rows % 3))
+    table = pa.table(
+        {
+            "k": pa.array(range(rows), pa.int64()),
+            "at": pa.array(range(rows), pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+            "status": statuses,
+            "note": pa.array([None if i % 7 else f"n{i}" for i in range(rows)], pa.string()),
+        }
+    )
+    files = TableFiles(str(tmp_path), "qm", ["status"], table.schema, target_rows=100_000)
+    for batch in table.to_batches(max_chunksize=30_000):
+        files.add(batch)
+    written = files.close()
+
+    assert sum(f.rows for f in written) == rows
+    by_status: dict[str | None, int] = {}
+    for added in written:
+        status = added.partition_values["status"]
+        by_status[status] = by_status.get(status, 0) + added.rows
+        content = pq.ParquetFile(tmp_path / added.path)
+        assert added.rows <= 100_000
+        assert content.metadata.num_rows == added.rows
+        assert content.schema_arrow.names == ["k", "at", "note"]
+        assert all(
+            content.metadata.row_group(g).num_rows <= ROW_GROUP_ROWS
+            for g in range(content.metadata.num_row_groups)
+        )
+        whole = FileStats()
+        whole.add(content.read())
+        assert json.loads(added.stats) == json.loads(whole.json())
+    assert by_status == dict(Counter(statuses.to_pylist()))
 
 
 def test_replace_files_removes_and_adds_in_one_commit(spark, tmp_path):
