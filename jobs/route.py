@@ -24,17 +24,16 @@ from pathlib import Path
 from typing import TextIO
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from routing import journal
 from routing.config import ConfigError, load_config
 from routing.delta_log import DeltaLogError
 from routing.engine import BatchResult, JobState, run_batch
-from routing.lake import Lake, address_of_source
+from routing.lake import JOURNAL, REJECTED, Lake, address_of_source, is_address_source
 from routing.lake_events import LakeSchemaError, _parse_as_of, check_lake
 from routing.routing import Router
 from routing.scratch import Scratch
-from routing.storage import TABLE, outputs, storage_for
+from routing.storage import outputs, storage_for
 from routing.topology import Topology
 
 CHECKPOINT = "route"
@@ -133,12 +132,13 @@ class BatchRunner:
                 as_of=self.as_of,
                 taken=self.storage.taken(self.spark, batch_id),
             )
-            written = scratch.keep(outputs(result, router.source_of, batch_id))
-            figures, state = summarise(written, result)
-            self.storage.write(written, state, app_id, batch_id)
+            state = JobState(result.clock, positions_of(result.positions))
+            written = self.storage.write(
+                outputs(result, router.source_of, batch_id), state, app_id, batch_id
+            )
         finally:
             scratch.release()
-        self.progress.add(batch_id, figures, time.perf_counter() - started)
+        self.progress.add(batch_id, figures(result, written), time.perf_counter() - started)
 
     def _router(self) -> Router:
         """The router for the addresses in play; rebuilt only when a new address table appears."""
@@ -149,35 +149,23 @@ class BatchRunner:
         return self._router_cache
 
 
-def summarise(written: DataFrame, result: BatchResult) -> tuple[dict[str, int], JobState]:
-    """The batch's figures and the job state to commit with it, in one Spark action."""
-    table, event = F.col(TABLE), F.col("event")
-    outputs_row = written.agg(
-        F.count_if(table.startswith("addresses/")).alias("copies"),
-        F.count_if(table == "rejected").alias("rejected"),
-        F.count_if((table == "journal") & (event == journal.DEAD_LETTERED)).alias("dead_letters"),
-        F.count_if((table == "journal") & (event == journal.EXPIRED)).alias("expiries"),
-    )
-    positions = result.positions.agg(
-        F.map_from_entries(F.collect_list(F.struct("group", "position"))).alias("positions")
-    )
-    row = (
-        outputs_row.crossJoin(result.counts)
-        .crossJoin(positions)
-        .crossJoin(result.routed.agg(F.count(F.lit(1)).alias("routed")))
-        .first()
-    )
-    rows_in = row["rows_in"]
-    figures = {
-        "rows_in": rows_in,
-        "routed": row["routed"],
-        "applied": rows_in - row["routed"] - row["rejected"],
-        "copies": row["copies"],
-        "dead_letters": row["dead_letters"],
-        "expiries": row["expiries"],
-        "rejected": row["rejected"],
+def positions_of(positions: DataFrame) -> dict[str, int]:
+    """The round-robin positions (:data:`routing.turns.POSITIONS`) as the job state keeps them."""
+    return {row.group: row.position for row in positions.collect()}
+
+
+def figures(result: BatchResult, written: dict[str, int]) -> dict[str, int]:
+    """The batch's line of figures: from the batch's facts and the rows the write wrote."""
+    rejected = written.get(REJECTED, 0)
+    return {
+        "rows_in": result.rows_in,
+        "routed": result.routed_rows,
+        "applied": result.rows_in - result.routed_rows - rejected,
+        "copies": sum(n for t, n in written.items() if is_address_source(t) and ":" not in t),
+        "dead_letters": written.get(f"{JOURNAL}:{journal.DEAD_LETTERED}", 0),
+        "expiries": written.get(f"{JOURNAL}:{journal.EXPIRED}", 0),
+        "rejected": rejected,
     }
-    return figures, JobState(result.clock, dict(row["positions"] or {}))
 
 
 def run(

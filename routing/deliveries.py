@@ -2,7 +2,7 @@
 
 Each (queue, message) takes its events in ``(at, kind, input order)`` order, kind
 being expiry < delivery < management (SPEC §5.4: at the same instant an ACK finds
-the message already expired). With window functions over every key at once:
+the message already expired):
 
 - ROLLBACK adds one to ``delivery_count``; when ``max-delivery-attempts`` > 0 and
   the count reaches it the message is dead-lettered, otherwise a redelivery is
@@ -13,7 +13,17 @@ the message already expired). With window functions over every key at once:
   message entered the queue, are rejected (management rows expanded from a filter
   and expiries are skipped instead: they never named that message).
 
-Ending transitions make the copies of SPEC §5.4 through :func:`routing.copies.make_copies`.
+The fold reads only the few columns of a queue row that events change or look at
+(:func:`fold_state`), never the message itself: the rows it joins, sorts and windows
+stay narrow however large the properties and bodies are. Its results are narrow
+too: the new state of each changed row (:attr:`Folded.updated`) and the moves that
+make copies (:attr:`Folded.moves`); :func:`copies_of` joins the few moved messages
+back to their rows to copy them (SPEC §5.4) through
+:func:`routing.copies.make_copies`.
+
+The running figures of each message's events in order (position, delivery count, the
+first ending event, the last applied one) come from one vectorized pass over the events
+sorted by key and order (:mod:`routing.sequences`).
 """
 
 from __future__ import annotations
@@ -21,14 +31,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from routing import journal, schemas
 from routing._columns import literal_map, union_all
+from routing.breadcrumbs import ORIG_ADDRESS, ORIG_QUEUE
 from routing.copies import ACTUAL_EXPIRY, DEAD_LETTER, EXPIRY, MOVE, RETRY, make_copies
 from routing.ids import copy_id
+from routing.lake import DELIVERIES
 from routing.scratch import Scratch
+from routing.sequences import in_order
 
 EXPIRE_KIND, DELIVERY_KIND, MANAGEMENT_KIND = 1, 2, 3
 ACK, ROLLBACK = "ACK", "ROLLBACK"
@@ -46,23 +59,44 @@ EVENT_COLUMNS = (
     "_to_queue",
     "_by_filter",
     *ORDER[2:],
-    "_source",
-    "_row",
 )
 """Columns of the events the fold takes (deliveries, management rows, expiries).
-``_to_queue`` is a MOVE's destination; ``_o_*`` the input order (source, version, file, row);
-``_source``/``_row`` the input row for ``rejected``."""
+``_to_queue`` is a MOVE's destination; ``_o_*`` the input order (source table, version,
+file, row). Events stay narrow: the input row of an event that is rejected is rebuilt
+from these columns (:func:`event_row`)."""
+
+CHANGED = ("status", "delivery_count", "redeliver_at", "status_at")
+"""The queue-row columns an event changes."""
+
+STATE_COLUMNS = (*KEY, "delivery_count", "redeliver_at", "routed_at", "status_at", "_file")
+"""What the fold reads of a queue row, besides the breadcrumbs a RETRY goes back to."""
+
+MOVE_COLUMNS = (*KEY, "at", "_end", "_target", "_target_queue")
+"""A move: the message leaving ``queue`` at ``at`` for ``_target`` (``_target_queue``)."""
 
 
 @dataclass
 class Folded:
-    updated: DataFrame  # final state of every key with an applied event (queue row + _file)
+    updated: DataFrame  # new state of every changed row: KEY + CHANGED + _file
     journal: DataFrame
     rejected: DataFrame
-    copies: (
-        DataFrame  # message rows entering their addresses next round (+ _hops, _dla_hint, _source)
-    )
+    moves: DataFrame  # MOVE_COLUMNS: the messages to copy (copies_of)
     unmatched: DataFrame  # events naming no message in play (EVENT_COLUMNS)
+
+
+def fold_state(queue_rows: DataFrame) -> DataFrame:
+    """The narrow view of PENDING queue rows (+ ``_file``) that :func:`fold` joins events to.
+
+    Example::
+
+        folded = fold(events, fold_state(pending), facts, queue_addresses, scratch)
+    """
+    props = F.col("properties")
+    return queue_rows.select(
+        *STATE_COLUMNS,
+        props.getItem(ORIG_QUEUE).alias("_orig_queue"),
+        props.getItem(ORIG_ADDRESS).alias("_orig_address"),
+    )
 
 
 def no_pending_message() -> Column:
@@ -81,9 +115,8 @@ def no_pending_message() -> Column:
 
 def retry_target_ok(queue_addresses: Mapping[str, str]) -> Column:
     """RETRY needs ``_AMQ_ORIG_QUEUE`` naming a queue on the ``_AMQ_ORIG_ADDRESS`` it carries."""
-    props = F.col("properties")
-    target = literal_map(queue_addresses)[props.getItem("_AMQ_ORIG_QUEUE")]
-    return F.coalesce(target == props.getItem("_AMQ_ORIG_ADDRESS"), F.lit(False))
+    target = literal_map(queue_addresses)[F.col("_orig_queue")]
+    return F.coalesce(target == F.col("_orig_address"), F.lit(False))
 
 
 def fold(
@@ -91,16 +124,14 @@ def fold(
     state: DataFrame,
     facts: DataFrame,
     queue_addresses: Mapping[str, str],
-    source_of,
     scratch: Scratch,
 ) -> Folded:
     """Apply ``events`` to the PENDING rows ``state`` of their (queue, message).
 
     :param events: :data:`EVENT_COLUMNS`.
-    :param state: PENDING queue rows in play (queue-row columns + ``_file``).
+    :param state: :func:`fold_state` of the PENDING queue rows in play.
     :param facts: :meth:`routing.topology.Topology.queue_facts`.
     :param queue_addresses: queue name -> address, for MOVE and RETRY targets.
-    :param source_of: address Column -> table Column of the copies.
     :param scratch: the one frame everything below reads is checkpointed there.
     """
     known = F.col("routed_at").isNotNull()
@@ -116,52 +147,47 @@ def fold(
     ).when(known & early, F.lit("the message was not yet in the queue at that time"))
     eligible = known & F.col("_refusal").isNull()
 
-    key = Window.partitionBy(*KEY)
-    ordered = key.orderBy(*ORDER)
-    so_far = ordered.rowsBetween(Window.unboundedPreceding, 0)
     rollback = eligible & (F.col("_kind") == DELIVERY_KIND) & (F.col("outcome") == ROLLBACK)
     ack = eligible & (F.col("_kind") == DELIVERY_KIND) & (F.col("outcome") == ACK)
-    attempts = F.col("max_delivery_attempts")
-    rescheduling = F.col("_applied") & rollback & ~F.col("_ends")
-    rows = scratch.keep(
+    joined = (
         events.join(state, list(KEY), "left")
-        .join(facts, "queue", "left")
+        .join(facts.select("queue", "max_delivery_attempts"), "queue", "left")
         .withColumn("_refusal", refusal)
-        .withColumn("_pos", F.row_number().over(ordered))
-        .withColumn("_rollbacks", F.sum(rollback.cast("int")).over(so_far))
-        .withColumn("_count", F.col("delivery_count") + F.col("_rollbacks") + ack.cast("int"))
-        .withColumn("_exhausted", rollback & (attempts > 0) & (F.col("_count") >= attempts))
-        .withColumn(
-            "_ends", eligible & (ack | F.col("_exhausted") | (F.col("_kind") != DELIVERY_KIND))
+        .withColumns(
+            {
+                "_eligible": eligible,
+                "_rollback": rollback,
+                "_ack": ack,
+                "_terminal": eligible & (F.col("_kind") != DELIVERY_KIND),
+            }
         )
-        .withColumn("_first_end", F.min(F.when(F.col("_ends"), F.col("_pos"))).over(key))
-        .withColumn(
-            "_applied",
-            eligible & (F.col("_first_end").isNull() | (F.col("_pos") <= F.col("_first_end"))),
+    )
+    rows = scratch.keep(
+        in_order(joined, KEY, ORDER)
+        .join(facts.drop("max_delivery_attempts"), "queue", "left")
+        .withColumns(
+            {
+                "_exhausted": F.col("_rollback") & F.col("_ends"),
+                "_redeliver_at": _redeliver_at(F.col("at"), F.col("_count")),
+                "_last_redeliver": _redeliver_at(
+                    F.col("_rescheduled_at"), F.col("_rescheduled_count")
+                ),
+            }
         )
-        .withColumn(
-            "_last",
-            F.coalesce(F.col("_first_end"), F.max(F.when(eligible, F.col("_pos"))).over(key)),
-        )
-        .withColumn("_redeliver_at", _redeliver_at())
-        .withColumn(
-            "_last_redeliver",
-            F.last(F.when(rescheduling, F.col("_redeliver_at")), ignorenulls=True).over(so_far),
-        )
-        .withColumn("_rescheduled", F.max(rescheduling.cast("int")).over(key) > 0)
         .transform(_with_ending(queue_addresses))
     )
     rejected = [
-        _reject(rows.where(known & F.col("_refusal").isNotNull() & ~quietly), F.col("_refusal")),
-        _reject(
-            rows.where(eligible & ~F.col("_applied") & ~quietly),
-            no_pending_message(),
+        rejected_events(
+            rows.where(known & F.col("_refusal").isNotNull() & ~quietly), F.col("_refusal")
+        ),
+        rejected_events(
+            rows.where(F.col("_eligible") & ~F.col("_applied") & ~quietly), no_pending_message()
         ),
     ]
     applied = rows.where(F.col("_applied"))
     journals = [
         journal.journal_rows(
-            applied.where(rollback & ~F.col("_ends")),
+            applied.where(F.col("_rollback") & ~F.col("_ends")),
             at=F.col("at"),
             queue=F.col("queue"),
             event=journal.REDELIVERY_SCHEDULED,
@@ -204,7 +230,39 @@ def fold(
             },
         )
     )
-    copies = moving.transform(
+    updated = applied.where(F.col("_pos") == F.col("_last")).select(
+        *KEY,
+        F.when(F.col("_ends"), F.col("_end_status")).otherwise(F.lit("PENDING")).alias("status"),
+        F.col("_count").cast("int").alias("delivery_count"),
+        F.when(F.col("_rescheduled_at").isNotNull(), F.col("_last_redeliver"))
+        .otherwise(F.col("redeliver_at"))
+        .alias("redeliver_at"),
+        F.greatest(F.col("status_at"), F.col("at")).alias("status_at"),
+        "_file",
+    )
+    unmatched = rows.where(~known).select(*EVENT_COLUMNS)
+    return Folded(
+        updated,
+        union_all(journals),
+        union_all(rejected),
+        moving.select(*MOVE_COLUMNS),
+        unmatched,
+    )
+
+
+def copies_of(moves: DataFrame, in_play: DataFrame, source_of) -> DataFrame:
+    """The copies the moves make (SPEC §5.4): each moved message, joined back to its queue
+    row, copied to its target (+ the router's internal columns, ready to be routed).
+
+    Moves are few next to the rows in play, so they are broadcast and the rows are not
+    shuffled.
+
+    :param moves: :attr:`Folded.moves`.
+    :param in_play: the queue rows the fold's state came from (message columns + KEY).
+    :param source_of: address Column -> table Column of the copies.
+    """
+    parents = in_play.select(*schemas.MESSAGE.names, "queue").join(F.broadcast(moves), list(KEY))
+    return parents.transform(
         make_copies(
             F.col("_end"),
             F.col("queue"),
@@ -222,35 +280,39 @@ def fold(
         F.lit(False).alias("_dla_hint"),
         source_of(F.col("address")).alias("_source"),
     )
-    updated = applied.where(F.col("_pos") == F.col("_last")).select(
-        *schemas.MESSAGE.names,
-        "queue",
-        F.when(F.col("_ends"), F.col("_end_status")).otherwise(F.lit("PENDING")).alias("status"),
-        F.col("_count").cast("int").alias("delivery_count"),
-        F.when(F.col("_rescheduled"), F.col("_last_redeliver"))
-        .otherwise(F.col("redeliver_at"))
-        .alias("redeliver_at"),
-        "routed_at",
-        F.greatest(F.col("status_at"), F.col("at")).alias("status_at"),
-        "_file",
+
+
+def event_row() -> Column:
+    """An event's input row as JSON (``rejected.row``), as :mod:`routing.inputs` writes it:
+    a delivery, or a management row naming a message (whose ``filter`` is null)."""
+    delivery = F.to_json(F.struct("queue", "message_id", "outcome", "at"))
+    management = F.to_json(
+        F.struct(
+            "op",
+            "queue",
+            "message_id",
+            F.lit(None).cast("string").alias("filter"),
+            F.col("_to_queue").alias("to_queue"),
+            "at",
+        )
     )
-    unmatched = rows.where(~known).select(*EVENT_COLUMNS)
-    return Folded(updated, union_all(journals), union_all(rejected), copies, unmatched)
+    return F.when(F.col("_o_source") == DELIVERIES, delivery).otherwise(management)
 
 
-def _reject(rows: DataFrame, reason: Column) -> DataFrame:
+def rejected_events(rows: DataFrame, reason: Column) -> DataFrame:
+    """``rejected`` rows of delivery and management events."""
     return journal.rejected_rows(
-        rows, source=F.col("_source"), row=F.col("_row"), reason=reason, at=F.col("at")
+        rows, source=F.col("_o_source"), row=event_row(), reason=reason, at=F.col("at")
     )
 
 
-def _redeliver_at() -> Column:
+def _redeliver_at(at: Column, count: Column) -> Column:
     """``at + min(max-redelivery-delay, delay * multiplier^(count-1))``; null without a delay."""
     delay = F.col("redelivery_delay").cast("double") * F.pow(
-        F.col("redelivery_delay_multiplier"), F.col("_count") - 1
+        F.col("redelivery_delay_multiplier"), count - 1
     )
     millis = F.least(delay, F.col("max_redelivery_delay").cast("double")).cast("long")
-    return F.when(F.col("redelivery_delay") > 0, F.timestamp_millis(F.unix_millis("at") + millis))
+    return F.when(F.col("redelivery_delay") > 0, F.timestamp_millis(F.unix_millis(at) + millis))
 
 
 def _with_ending(queue_addresses: Mapping[str, str]):
@@ -260,7 +322,6 @@ def _with_ending(queue_addresses: Mapping[str, str]):
     goes to (null: no copy — ACK, or nowhere to go); ``_target_queue`` for MOVE/RETRY;
     ``_end_status`` the queue row's status; ``_journal_event``; ``_why`` the reason.
     """
-    props = F.col("properties")
     end = (
         F.when(F.col("_kind") == EXPIRE_KIND, F.lit(EXPIRY))
         .when(
@@ -276,10 +337,10 @@ def _with_ending(queue_addresses: Mapping[str, str]):
         F.when(F.col("_end") == DEAD_LETTER, F.when(F.col("dla_has_bindings"), dla))
         .when(F.col("_end") == EXPIRY, F.when(F.col("expiry_has_bindings"), expiry))
         .when(F.col("_end") == MOVE, literal_map(queue_addresses)[F.col("_to_queue")])
-        .when(F.col("_end") == RETRY, props.getItem("_AMQ_ORIG_ADDRESS"))
+        .when(F.col("_end") == RETRY, F.col("_orig_address"))
     )
     target_queue = F.when(F.col("_end") == MOVE, F.col("_to_queue")).when(
-        F.col("_end") == RETRY, props.getItem("_AMQ_ORIG_QUEUE")
+        F.col("_end") == RETRY, F.col("_orig_queue")
     )
     gone = F.col("_target").isNull()
     status = (

@@ -21,14 +21,19 @@ from dataclasses import dataclass, field
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from routing import journal, schemas
+from routing import schemas
 from routing._columns import literal_map, union_all
 from routing.deliveries import (
+    CHANGED,
     EVENT_COLUMNS,
     EXPIRE_KIND,
+    KEY,
     MANAGEMENT_KIND,
+    copies_of,
     fold,
+    fold_state,
     no_pending_message,
+    rejected_events,
 )
 from routing.expiry import expires_at
 from routing.filters import FilterSyntaxError, matches, parse_filter
@@ -41,6 +46,9 @@ from routing.turns import positions_frame
 
 QUEUE_ROW = schemas.QUEUE_MESSAGE.names
 STATE_VERSION = 1
+BROADCAST_CHANGES = 200_000
+"""Input rows of a batch up to which the fold's changes (at most one per input row) are
+broadcast to the queue rows they apply to rather than joined by a shuffle of both."""
 
 
 @dataclass
@@ -76,8 +84,10 @@ class BatchResult:
     copies: DataFrame  # message rows to append to their address tables
     clock: int | None  # the lake clock after the batch (epoch µs)
     positions: DataFrame  # round-robin positions after the batch (turns.POSITIONS)
-    counts: DataFrame  # one row: rows_in (input rows, the job's own copies aside), own_copies
     routed: DataFrame  # the producer rows accepted for routing
+    rows_in: int = 0  # input rows, the job's own copies read back aside
+    routed_rows: int = 0  # rows of ``routed``
+    own_copies: int = 0  # the job's own copies read back (skipped: routed when made)
     rounds: int = 0
 
 
@@ -94,17 +104,36 @@ def filter_errors(filters: Iterable[str]) -> dict[str, str]:
     return errors
 
 
-def expiries(in_play: DataFrame, clock: int) -> DataFrame:
-    """An expiry event for each message in play whose expiration is due by the lake clock."""
-    due = expires_at(clock)
-    return in_play.where(due.isNotNull()).select(
-        "queue",
-        "message_id",
-        due.alias("at"),
-        F.lit(EXPIRE_KIND).alias("_kind"),
-        *_nulls(EVENT_COLUMNS[4:7]),
-        F.lit(False).alias("_by_filter"),
-        *_nulls(EVENT_COLUMNS[8:]),
+def batch_values(spark: SparkSession, **values: int | None) -> DataFrame:
+    """One row of the batch's own values (``_<name>`` bigint columns), to join where a plan
+    needs them.
+
+    Values of a batch (its id, the lake clock) are passed as data, never as literals:
+    Spark compiles literals into the generated code, and a plan that differs in a literal
+    from the previous batch's is compiled again (about 250 ms a class).
+    """
+    names = ", ".join(f"_{name} bigint" for name in values)
+    return F.broadcast(spark.createDataFrame([tuple(values.values())], names))
+
+
+def expiries(in_play: DataFrame, clock: DataFrame) -> DataFrame:
+    """An expiry event for each message in play whose expiration is due by the lake clock.
+
+    :param clock: :func:`batch_values` with ``clock``.
+    """
+    due = expires_at(F.col("_clock"))
+    return (
+        in_play.crossJoin(clock)
+        .where(due.isNotNull())
+        .select(
+            "queue",
+            "message_id",
+            due.alias("at"),
+            F.lit(EXPIRE_KIND).alias("_kind"),
+            *_nulls(EVENT_COLUMNS[4:7]),
+            F.lit(False).alias("_by_filter"),
+            *_nulls(EVENT_COLUMNS[8:]),
+        )
     )
 
 
@@ -125,7 +154,7 @@ def expand_by_filter(ops: DataFrame, in_play: DataFrame, filters: Iterable[str])
         matched = matched | F.coalesce(
             F.element_at(F.array(*[matches(t) for t in texts]), index), F.lit(False)
         )
-    joined = ops.join(in_play, "queue")
+    joined = in_play.join(F.broadcast(ops), "queue")  # operations are few: rows stay put
     return joined.where((F.col("routed_at") <= F.col("at")) & matched).select(
         "queue",
         "message_id",
@@ -168,6 +197,9 @@ def run_batch(
         F.count(F.lit(1)).alias("rows"),
         F.count_if(F.col("_own")).alias("own_copies"),
         F.count_if(
+            F.col("source").startswith("addresses/") & F.col("_reason").isNull() & ~F.col("_own")
+        ).alias("routed"),
+        F.count_if(
             ~F.col("source").startswith("addresses/") & (F.col("message_id") >= COPY_ID_BASE)
         ).alias("copy_events"),
         F.count_if((F.col("source") == "management") & F.col("message_id").isNull()).alias(
@@ -177,6 +209,7 @@ def run_batch(
     # the lake clock (SPEC §5.4): latest event time seen, or --as-of if later; never back
     times = [t for t in (state.clock, facts.latest, as_of) if t is not None]
     clock = max(times) if times else None
+    clock_values = batch_values(spark, clock=clock)
     bad = filter_errors(facts.filters)
     good_filters = [f for f in facts.filters if f not in bad]
     inputs = split(classified, bad)
@@ -214,12 +247,10 @@ def run_batch(
             [
                 waiting,
                 expand_by_filter(inputs.by_filter, in_play, good_filters),
-                expiries(in_play, clock) if clock is not None else None,
+                expiries(in_play, clock_values) if clock is not None else None,
             ]
         )
-        folded = fold(
-            round_events, in_play, queue_facts, queue_addresses, router.source_of, scratch
-        )
+        folded = fold(round_events, fold_state(in_play), queue_facts, queue_addresses, scratch)
         updated.append(folded.updated)
         journals.append(folded.journal)
         rejected.append(folded.rejected)
@@ -228,40 +259,56 @@ def run_batch(
         rejected.append(
             _no_such_message(folded.unmatched.where(F.col("message_id") < COPY_ID_BASE))
         )
-        entering = scratch.keep(folded.copies)
+        entering = scratch.keep(copies_of(folded.moves, in_play, router.source_of))
         if entering.isEmpty():
             break
     rejected.append(_no_such_message(waiting))
 
     changed = union_all(updated)
-    changed_keys = changed.select("queue", "message_id")
-    # the PENDING files holding a changed row are replaced: their other rows are carried over
+    # the PENDING files holding a changed row are replaced: all their rows are written again
     touched = changed.where(F.col("_file").isNotNull()).select("_file").distinct()
-    carried = old.join(touched, "_file", "left_semi").join(
-        changed_keys, ["queue", "message_id"], "left_anti"
+    rewritten = union_all(
+        [union_all(entries), old.join(F.broadcast(touched), "_file", "left_semi")]
     )
-    untouched_new = union_all(entries).join(changed_keys, ["queue", "message_id"], "left_anti")
-    counts = spark.createDataFrame(
-        [(facts.rows - facts.own_copies, facts.own_copies)], "rows_in long, own_copies long"
-    )
+    queue_rows = apply_changes(rewritten, changed, broadcast=facts.rows <= BROADCAST_CHANGES)
     return BatchResult(
-        queue_rows=union_all([untouched_new, changed, carried]).select(*QUEUE_ROW, "_file"),
+        queue_rows=queue_rows,
         journal=union_all(journals),
         rejected=union_all(rejected),
         copies=union_all(copies),
         clock=clock,
         positions=positions,
-        counts=counts,
-        rounds=rounds,
         routed=inputs.messages,
+        rows_in=facts.rows - facts.own_copies,
+        routed_rows=facts.routed,
+        own_copies=facts.own_copies,
+        rounds=rounds,
+    )
+
+
+def apply_changes(rows: DataFrame, changed: DataFrame, *, broadcast: bool) -> DataFrame:
+    """Queue rows with the fold's changes applied (``changed``: KEY + CHANGED of the rows an
+    event changed, each key at most once).
+
+    :param broadcast: ``changed`` is small enough to send to every task, so ``rows``, the
+        wide side, is not shuffled.
+    """
+    new = changed.select(
+        *KEY, F.lit(True).alias("_changed"), *[F.col(c).alias(f"_new_{c}") for c in CHANGED]
+    )
+    joined = rows.join(F.broadcast(new) if broadcast else new, list(KEY), "left")
+    return joined.select(
+        *[
+            F.when(F.col("_changed"), F.col(f"_new_{c}")).otherwise(F.col(c)).alias(c)
+            if c in CHANGED
+            else F.col(c)
+            for c in QUEUE_ROW
+        ],
+        "_file",
     )
 
 
 def _no_such_message(events: DataFrame) -> DataFrame:
-    return journal.rejected_rows(
-        events.where(~F.col("_by_filter") & (F.col("_kind") != EXPIRE_KIND)),
-        source=F.col("_source"),
-        row=F.col("_row"),
-        reason=no_pending_message(),
-        at=F.col("at"),
+    return rejected_events(
+        events.where(~F.col("_by_filter") & (F.col("_kind") != EXPIRE_KIND)), no_pending_message()
     )

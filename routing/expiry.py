@@ -65,11 +65,15 @@ def expiration_by_address(
     return case_of(F.col("address"), changing, F.col("expiration"))
 
 
-def expires_at(clock_micros: int) -> Column:
+def expires_at(clock_micros: Column) -> Column:
     """When a queued message expires (SPEC §5.4): at its expiration, or on entering the
-    queue if that is later; null when it does not expire by the lake clock."""
+    queue if that is later; null when it does not expire by the lake clock.
+
+    :param clock_micros: the lake clock in epoch µs, a Column (a value of the batch, not a
+        literal: a literal would change the generated code of every batch).
+    """
     expiration = F.col("expiration")
     return F.when(
-        expiration.isNotNull() & (F.unix_micros(expiration) <= F.lit(clock_micros)),
+        expiration.isNotNull() & (F.unix_micros(expiration) <= clock_micros),
         F.greatest(expiration, F.col("routed_at")),
     )

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from routing import journal, schemas
-from routing._columns import literal_map
+from routing._columns import literal_map, union_all
 from routing.deliveries import DELIVERY_KIND, MANAGEMENT_KIND
 from routing.ids import COPY_ID_BASE, copy_id
 from routing.scratch import Scratch
@@ -105,7 +105,9 @@ def classify(
             "_row",
             F.coalesce(
                 F.col("raw"),
-                F.when(is_message, journal.message_json())
+                # a message's JSON is only read if the message is rejected; deliveries and
+                # management rows may be rejected later, when they meet the queue state
+                F.when(is_message, F.when(F.col("_reason").isNotNull(), journal.message_json()))
                 .when(is_delivery, _json(schemas.DELIVERY))
                 .otherwise(_json(schemas.MANAGEMENT)),
             ),
@@ -150,8 +152,6 @@ def split(classified: DataFrame, bad_filters: Mapping[str, str]) -> Inputs:
             F.col("to_queue").alias("_to_queue"),
             "at",
             *order_columns(),
-            "_source",
-            "_row",
         ),
         rejected=rejected,
     )
@@ -238,22 +238,53 @@ def _management_reason(known: list[str]) -> Column:
 def _reject_duplicates(rows: DataFrame, taken: DataFrame | None = None) -> DataFrame:
     """A producer id is used once in the lake (SPEC §3.1): a row reusing an id an earlier
     batch accepted is rejected, and so are the later rows (in input order) of an id used
-    twice in this batch."""
+    twice in this batch.
+
+    Found on the ids alone (an aggregate, and a semi-join with ``taken``); the few ids
+    found are broadcast back to the rows, which are never shuffled for this.
+    """
     candidate = (
         F.col("source").startswith("addresses/") & F.col("_reason").isNull() & ~F.col("_own")
     )
-    first = Window.partitionBy("message_id", candidate).orderBy("source", "version", "file", "row")
-    duplicate = candidate & (F.row_number().over(first) > 1)
+    order = F.struct("source", "version", "file", "row")
+    ids = rows.where(candidate).select("message_id", order.alias("_order"))
+    found = [
+        ids.groupBy("message_id")
+        .agg(F.min("_order").alias("_first"), F.count(F.lit(1)).alias("_uses"))
+        .where(F.col("_uses") > 1)
+        .select("message_id", "_first", F.lit(False).alias("_taken"))
+    ]
     if taken is not None:
-        earlier = taken.select("message_id", F.lit(True).alias("_taken"))
-        rows = rows.join(earlier, "message_id", "left")
-        duplicate = duplicate | (candidate & F.col("_taken").isNotNull())
-    return rows.withColumn(
-        "_reason",
-        F.when(
-            duplicate, F.concat(F.lit("duplicate message_id "), F.col("message_id").cast("string"))
-        ).otherwise(F.col("_reason")),
-    ).drop("_taken")
+        found.append(
+            ids.select("message_id")
+            .join(taken, "message_id", "left_semi")
+            .distinct()
+            .select(
+                "message_id",
+                F.lit(None).cast(ids.schema["_order"].dataType).alias("_first"),
+                F.lit(True).alias("_taken"),
+            )
+        )
+    clashes = (
+        union_all(found)
+        .groupBy("message_id")
+        .agg(F.min("_first").alias("_first"), F.max("_taken").alias("_taken"))
+    )
+    duplicate = candidate & (
+        F.coalesce(F.col("_taken"), F.lit(False))
+        | (F.col("_first").isNotNull() & (order != F.col("_first")))
+    )
+    return (
+        rows.join(F.broadcast(clashes), "message_id", "left")
+        .withColumn(
+            "_reason",
+            F.when(
+                duplicate,
+                F.concat(F.lit("duplicate message_id "), F.col("message_id").cast("string")),
+            ).otherwise(F.col("_reason")),
+        )
+        .drop("_first", "_taken")
+    )
 
 
 def _events(rows: DataFrame, kind: int) -> DataFrame:
@@ -268,6 +299,4 @@ def _events(rows: DataFrame, kind: int) -> DataFrame:
         F.col("to_queue").alias("_to_queue"),
         F.lit(False).alias("_by_filter"),
         *order_columns(),
-        "_source",
-        "_row",
     )

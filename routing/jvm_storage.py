@@ -62,7 +62,8 @@ from routing import schemas
 from routing.delta_log import TableLog
 from routing.engine import JobState
 from routing.lake_source import FILE_PATH_COLUMN
-from routing.storage import TABLE, LakeStorage
+from routing.scratch import Scratch
+from routing.storage import TABLE, LakeStorage, count_rows
 
 STATE_LOOKBACK = 100
 """How many commits :meth:`JvmDeltaStorage.state` looks back for the last job state."""
@@ -135,11 +136,28 @@ class JvmDeltaStorage(LakeStorage):
             .select("message_id")
         )
 
-    def write(self, outputs: DataFrame, state: JobState, app_id: str, batch_id: int) -> None:
+    def write(
+        self, outputs: DataFrame, state: JobState, app_id: str, batch_id: int
+    ) -> dict[str, int]:
         """Write a batch's outputs (:func:`routing.storage.outputs`): one idempotent commit per
-        table, address tables first, ``queue_messages`` (with the job state) last."""
+        table, address tables first, ``queue_messages`` (with the job state) last.
+
+        :return: the rows written (:func:`routing.storage.count_rows`): Delta's writers do
+            not count them for us, so they are counted first (the outputs are computed once,
+            then read by every write).
+        """
+        scratch = Scratch()
+        try:
+            return self._write(scratch.keep(outputs), state, app_id, batch_id)
+        finally:
+            scratch.release()
+
+    def _write(
+        self, outputs: DataFrame, state: JobState, app_id: str, batch_id: int
+    ) -> dict[str, int]:
         spark = outputs.sparkSession
-        tables = sorted(r[0] for r in outputs.select(TABLE).distinct().collect() if r[0])
+        written = count_rows(outputs)
+        tables = sorted(t for t in written if ":" not in t)
         for relative in (t for t in tables if t.startswith(f"{layout.ADDRESSES}/")):
             self._append(outputs, relative, schemas.MESSAGE.names, app_id, batch_id)
         for relative, schema in (
@@ -153,6 +171,7 @@ class JvmDeltaStorage(LakeStorage):
             *schemas.QUEUE_MESSAGE.names
         )
         self._commit_queue_rows(spark, rows, state, app_id, batch_id)
+        return written
 
     def _append(
         self, outputs: DataFrame, relative: str, columns, app_id: str, batch_id: int

@@ -26,6 +26,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     BinaryType,
+    IntegralType,
     MapType,
     StringType,
     StructField,
@@ -72,6 +73,12 @@ JSON_RECORD = StructType(
 """:data:`RECORD` as JSON Lines are parsed: ``properties`` kept whole, to check its kind."""
 
 TIMES = ("sent_at", "expiration", "at")
+NUMBERS = ("message_id", "priority")
+TYPED = {"sent_at": "timestamp", "expiration": "timestamp", "at": "timestamp"} | {
+    "message_id": "long",
+    "priority": "int",
+}
+"""Fields a log may carry typed rather than as text, and their Spark types."""
 MESSAGE_TYPES = {f.name: f.dataType for f in schemas.spark_schema(schemas.MESSAGE).fields}
 _POSITION = (1 << 33) - 1  # monotonically_increasing_id: partition id << 33 | position
 
@@ -135,16 +142,25 @@ def _json_records(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
 
 
 def _parquet_records(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
-    """Records of Parquet logs; ``body`` may be binary (then it is carried as base64)."""
+    """Records of Parquet logs; ``body`` may be binary (then it is carried as base64).
+
+    Columns that already have their type (UTC timestamps, integers) are carried as they
+    are, in ``_typed_<name>``, rather than written out as text and parsed back; the
+    original columns are kept in ``_log_<name>`` so that a rejected record's ``raw`` JSON
+    is only built for the records that are rejected (:func:`checked`).
+    """
     rows = spark.read.parquet(*paths)
     schema = {f.name: f.dataType for f in rows.schema.fields}
 
-    def text(name: str) -> Column:
+    def typed(name: str) -> bool:
         kind = schema.get(name)
-        if kind is None:
+        if name in TIMES:
+            return isinstance(kind, TimestampType)
+        return name in NUMBERS and isinstance(kind, IntegralType)
+
+    def text(name: str) -> Column:
+        if name not in schema or typed(name):
             return F.lit(None).cast("string")
-        if name in TIMES and isinstance(kind, TimestampType):
-            return F.date_format(F.col(name), "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX")
         return F.col(name).cast("string")
 
     binary_body = isinstance(schema.get("body"), BinaryType)
@@ -160,14 +176,16 @@ def _parquet_records(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
     return rows.select(
         F.col("_metadata.file_path").alias("file"),
         (F.col("_metadata.row_index") + 1).alias("number"),
-        F.to_json(F.struct(*[F.col(c) for c in rows.columns])).alias("raw"),
+        F.lit(None).cast("string").alias("raw"),
         F.lit(None).cast("string").alias("_parse"),
         *[v.alias(k) for k, v in columns.items()],
+        *[F.col(n).cast(TYPED[n]).alias(f"_typed_{n}") for n in schema if typed(n)],
+        *[F.col(c).alias(f"_log_{c}") for c in rows.columns],
     )
 
 
-def _time(name: str) -> tuple[Column, Column]:
-    """(timestamp, reason) of a time field given as text."""
+def _time(name: str, columns: Sequence[str]) -> tuple[Column, Column]:
+    """(timestamp, reason) of a time field given as text, or already typed."""
     text = F.col(name)
     parsed = F.try_to_timestamp(text)
     reason = F.when(
@@ -176,16 +194,39 @@ def _time(name: str) -> tuple[Column, Column]:
     ).when(
         text.isNotNull() & parsed.isNull(), F.concat(F.lit(f"{name} is not a timestamp: "), text)
     )
-    return parsed, reason
+    return _or_typed(name, columns, parsed), reason
 
 
-def _number(name: str, kind: str) -> tuple[Column, Column]:
-    value = F.col(name).try_cast(kind)
+def _number(name: str, columns: Sequence[str]) -> tuple[Column, Column]:
+    value = F.col(name).try_cast(TYPED[name])
     reason = F.when(
         F.col(name).isNotNull() & value.isNull(),
         F.concat(F.lit(f"{name} is not an integer: "), F.col(name)),
     )
-    return value, reason
+    return _or_typed(name, columns, value), reason
+
+
+def _or_typed(name: str, columns: Sequence[str], from_text: Column) -> Column:
+    """The field's typed value if a log carried it typed (then its text is null)."""
+    typed = f"_typed_{name}"
+    return F.coalesce(F.col(typed), from_text) if typed in columns else from_text
+
+
+def _absent(name: str, columns: Sequence[str]) -> Column:
+    """The field is not in the record (as text or typed)."""
+    typed = f"_typed_{name}"
+    missing = F.col(name).isNull()
+    return missing & F.col(typed).isNull() if typed in columns else missing
+
+
+def _raw(columns: Sequence[str], rejected: Column) -> Column:
+    """A record's JSON for ``rejected.row``: a JSON line as it is; a Parquet row's columns,
+    only for the rows that are rejected (the others never need it)."""
+    log = [c for c in columns if c.startswith("_log_")]
+    if not log:
+        return F.col("raw")
+    parquet = F.to_json(F.struct(*[F.col(c).alias(c[len("_log_") :]) for c in log]))
+    return F.coalesce(F.col("raw"), F.when(rejected, parquet))
 
 
 def load(spark: SparkSession, paths: Sequence[str]) -> Loaded:
@@ -200,12 +241,18 @@ def checked(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
     frames = ([_json_records(spark, jsonl)] if jsonl else []) + (
         [_parquet_records(spark, parquet)] if parquet else []
     )
-    records = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
-    sent_at, sent_reason = _time("sent_at")
-    expiration, expiration_reason = _time("expiration")
-    at, at_reason = _time("at")
-    message_id, id_reason = _number("message_id", "long")
-    priority, priority_reason = _number("priority", "int")
+    records = (
+        frames[0]
+        if len(frames) == 1
+        else frames[0].unionByName(frames[1], allowMissingColumns=True)
+    )
+    columns = records.columns
+    sent_at, sent_reason = _time("sent_at", columns)
+    expiration, expiration_reason = _time("expiration", columns)
+    at, at_reason = _time("at", columns)
+    message_id, id_reason = _number("message_id", columns)
+    priority, priority_reason = _number("priority", columns)
+
     durable = F.lower("durable")
     kind = F.col("type")
     required = {
@@ -217,7 +264,8 @@ def checked(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
     for name, fields in reversed(required.items()):
         for field in reversed(fields):
             missing = F.when(
-                (kind == name) & F.col(field).isNull(), F.lit(f"{name} record without {field}")
+                (kind == name) & _absent(field, columns),
+                F.lit(f"{name} record without {field}"),
             ).otherwise(missing)
     reason = F.coalesce(
         F.col("_parse"),
@@ -244,7 +292,7 @@ def checked(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
     typed = records.select(
         "file",
         "number",
-        "raw",
+        _raw(columns, reason.isNotNull()).alias("raw"),
         reason.alias("_reason"),
         kind.alias("kind"),
         "address",

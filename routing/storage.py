@@ -25,9 +25,9 @@ from routing import lake as layout
 from routing import schemas
 from routing._columns import tagged_union
 from routing.delta_log import TableLog
-from routing.engine import BatchResult, JobState
+from routing.engine import BatchResult, JobState, batch_values
 from routing.lake import Lake
-from routing.lake_source import FILE_PATH_COLUMN
+from routing.lake_source import FILE_PATH_COLUMN, ROWS_WRITTEN
 
 TABLE = "_table"
 COMPACT_PRODUCER_IDS_AT = 64
@@ -90,19 +90,25 @@ class LakeStorage:
         return (
             spark.read.schema(schemas.spark_schema(schemas.PRODUCER_ID))
             .parquet(*files)
-            .where(F.col("batch_id") < batch_id)
+            .crossJoin(batch_values(spark, batch=batch_id))
+            .where(F.col("batch_id") < F.col("_batch"))
             .select("message_id")
         )
 
-    def write(self, outputs: DataFrame, state: JobState, app_id: str, batch_id: int) -> None:
+    def write(
+        self, outputs: DataFrame, state: JobState, app_id: str, batch_id: int
+    ) -> dict[str, int]:
         """Write a batch's outputs (:func:`outputs`) in one Spark job, one commit per table.
 
         ``queue_messages`` rows name in ``_file`` the PENDING file they come from: the
         commit removes those files (their unchanged rows are among the outputs too).
+
+        :return: the rows written (:func:`count_rows`), as the executors counted them
+            while writing and the ``queue_messages`` commit records them.
         """
         tables = {
             f"{layout.ADDRESSES}/*": {"columns": schemas.MESSAGE.names},
-            layout.JOURNAL: {"columns": schemas.JOURNAL.names},
+            layout.JOURNAL: {"columns": schemas.JOURNAL.names, "countBy": "event"},
             layout.REJECTED: {"columns": schemas.REJECTED.names},
             layout.PRODUCER_IDS: {"columns": schemas.PRODUCER_ID.names},
             layout.QUEUE_MESSAGES: {
@@ -111,6 +117,7 @@ class LakeStorage:
                 "replaceFilesColumn": FILE_PATH_COLUMN,
                 "userMetadata": state.to_json(),
                 "commitEmpty": True,
+                "recordCounts": True,
             },
         }
         (
@@ -122,6 +129,20 @@ class LakeStorage:
             .option("txnVersion", str(batch_id))
             .save(self.lake.root)
         )
+        info = TableLog(self.lake.queue_messages).commit_info()
+        return json.loads(info.get(ROWS_WRITTEN, "{}"))
+
+
+def count_rows(outputs: DataFrame) -> dict[str, int]:
+    """The rows of :func:`outputs` by table, and journal rows by event (``"journal:ACKED"``):
+    what the ``lake`` writer counts as it writes (:data:`routing.lake_source.ROWS_WRITTEN`)."""
+    counts: dict[str, int] = {}
+    rows = outputs.groupBy(TABLE, F.when(F.col(TABLE) == layout.JOURNAL, F.col("event")).alias("e"))
+    for table, event, n in rows.count().collect():
+        counts[table] = counts.get(table, 0) + n
+        if event is not None:
+            counts[f"{table}:{event}"] = n
+    return counts
 
 
 def outputs(result: BatchResult, source_of, batch_id: int) -> DataFrame:
@@ -130,9 +151,9 @@ def outputs(result: BatchResult, source_of, batch_id: int) -> DataFrame:
         result.copies.withColumn(TABLE, source_of(F.col("address"))),
         result.journal.withColumn(TABLE, F.lit(layout.JOURNAL)),
         result.rejected.withColumn(TABLE, F.lit(layout.REJECTED)),
-        result.routed.select(
-            "message_id", F.lit(batch_id).cast("long").alias("batch_id")
-        ).withColumn(TABLE, F.lit(layout.PRODUCER_IDS)),
+        result.routed.crossJoin(batch_values(result.routed.sparkSession, batch=batch_id)).select(
+            "message_id", F.col("_batch").alias("batch_id"), F.lit(layout.PRODUCER_IDS).alias(TABLE)
+        ),
         result.queue_rows.withColumn(TABLE, F.lit(layout.QUEUE_MESSAGES)),
     ]
     return tagged_union(frames)
