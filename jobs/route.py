@@ -31,6 +31,7 @@ from routing.delta_log import DeltaLogError
 from routing.engine import BatchResult, JobState, run_batch
 from routing.lake import JOURNAL, REJECTED, Lake, address_of_source, is_address_source
 from routing.lake_events import LakeSchemaError, _parse_as_of, check_lake
+from routing.lake_source import count_key, tables_written
 from routing.routing import Router
 from routing.scratch import Scratch
 from routing.storage import outputs, storage_for
@@ -161,9 +162,9 @@ def figures(result: BatchResult, written: dict[str, int]) -> dict[str, int]:
         "rows_in": result.rows_in,
         "routed": result.routed_rows,
         "applied": result.rows_in - result.routed_rows - rejected,
-        "copies": sum(n for t, n in written.items() if is_address_source(t) and ":" not in t),
-        "dead_letters": written.get(f"{JOURNAL}:{journal.DEAD_LETTERED}", 0),
-        "expiries": written.get(f"{JOURNAL}:{journal.EXPIRED}", 0),
+        "copies": sum(written[t] for t in tables_written(written) if is_address_source(t)),
+        "dead_letters": written.get(count_key(JOURNAL, journal.DEAD_LETTERED), 0),
+        "expiries": written.get(count_key(JOURNAL, journal.EXPIRED), 0),
         "rejected": rejected,
     }
 

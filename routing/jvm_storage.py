@@ -61,7 +61,7 @@ from routing import lake as layout
 from routing import schemas
 from routing.delta_log import TableLog
 from routing.engine import JobState
-from routing.lake_source import FILE_PATH_COLUMN
+from routing.lake_source import FILE_PATH_COLUMN, tables_written
 from routing.scratch import Scratch
 from routing.storage import TABLE, LakeStorage, count_rows
 
@@ -157,7 +157,7 @@ class JvmDeltaStorage(LakeStorage):
     ) -> dict[str, int]:
         spark = outputs.sparkSession
         written = count_rows(outputs)
-        tables = sorted(t for t in written if ":" not in t)
+        tables = tables_written(written)
         for relative in (t for t in tables if t.startswith(f"{layout.ADDRESSES}/")):
             self._append(outputs, relative, schemas.MESSAGE.names, app_id, batch_id)
         for relative, schema in (

@@ -202,7 +202,18 @@ class AddedFile:
 
 ROWS_WRITTEN = "rowsWritten"
 """``commitInfo`` entry of a table written with ``recordCounts``: the JSON object of the rows
-the whole write wrote, by table (``"journal"``) and by counted value (``"journal:ACKED"``)."""
+the whole write wrote, by table (``"journal"``) and by counted value (``"journal:ACKED"``,
+see :func:`count_key`)."""
+
+
+def count_key(table: str, value: object) -> str:
+    """The :data:`ROWS_WRITTEN` key of a table's rows that hold ``value`` in its counted column."""
+    return f"{table}:{value}"
+
+
+def tables_written(counts: dict[str, int]) -> list[str]:
+    """The tables a :data:`ROWS_WRITTEN` object counts, without the per-value keys."""
+    return sorted(key for key in counts if ":" not in key)
 
 
 @dataclass
@@ -767,7 +778,7 @@ class WritePlan:
                 counts[relative] += rows.num_rows
                 if settings.count_by is not None:
                     for item in pc.value_counts(rows.column(settings.count_by)).to_pylist():
-                        counts[f"{relative}:{item['values']}"] += item["counts"]
+                        counts[count_key(relative, item["values"])] += item["counts"]
                 column = settings.replace_files_column
                 if column is not None:
                     names = pc.unique(rows.column(column)).to_pylist()

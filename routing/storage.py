@@ -27,7 +27,7 @@ from routing._columns import tagged_union
 from routing.delta_log import TableLog
 from routing.engine import BatchResult, JobState, batch_values
 from routing.lake import Lake
-from routing.lake_source import FILE_PATH_COLUMN, ROWS_WRITTEN
+from routing.lake_source import FILE_PATH_COLUMN, ROWS_WRITTEN, count_key
 
 TABLE = "_table"
 COMPACT_PRODUCER_IDS_AT = 64
@@ -141,7 +141,7 @@ def count_rows(outputs: DataFrame) -> dict[str, int]:
     for table, event, n in rows.count().collect():
         counts[table] = counts.get(table, 0) + n
         if event is not None:
-            counts[f"{table}:{event}"] = n
+            counts[count_key(table, event)] = n
     return counts
 
 
