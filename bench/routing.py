@@ -5,7 +5,9 @@ exclusive and non-exclusive diverts (with filters), anycast turns (round-robin),
 multicast queues with filters, divert copies with their breadcrumbs, and the copies
 routed in turn at their addresses. No Delta I/O: the input rows are generated and
 checkpointed in memory before the clock starts, and the outputs (queue entries,
-journal, copies, round-robin positions) are forced into the ``noop`` sink.
+journal, copies) are forced into the ``noop`` sink in one job, tagged by kind as the
+job's write tags them by table, and counted on the way (an ``Observation``); then the
+round-robin positions are collected.
 
 Topology: addresses ``orders.0`` .. ``orders.9``, each with two anycast queues (they
 take turns) and a multicast queue filtered on ``region``; every address has a
@@ -19,12 +21,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from functools import reduce
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from bench import Figure
+from routing._columns import tagged_union, union_all
 from routing.config import parse_config
 from routing.routing import Router
 from routing.scratch import Scratch
@@ -36,6 +38,8 @@ ADDRESSES = 10
 TARGET = 200_000  # rows/s
 REPEATS = 2
 BASE_MICROS = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z
+KIND = "_kind"
+KINDS = ("entries", "journal", "copies")
 
 
 def broker_xml(addresses: int = ADDRESSES) -> str:
@@ -119,18 +123,18 @@ def route_once(router: Router, rows: DataFrame) -> dict[str, int]:
     scratch = Scratch()
     try:
         routed = router.route(rows, positions_frame(spark, {}), scratch)
-        outputs = {
-            "entries": reduce(DataFrame.unionByName, routed.entries),
-            "journal": reduce(DataFrame.unionByName, routed.journal),
-            "copies": reduce(DataFrame.unionByName, routed.copies),
-        }
-        sizes = {}
-        for name, frame in outputs.items():
-            kept = scratch.keep(frame)  # computed once, counted cheaply
-            _sink(kept)
-            sizes[name] = kept.count()
+        outputs = tagged_union(
+            [
+                union_all(frames).withColumn(KIND, F.lit(kind))
+                for kind, frames in zip(
+                    KINDS, (routed.entries, routed.journal, routed.copies), strict=True
+                )
+            ]
+        )
+        sizes = Observation("sizes")
+        _sink(outputs.observe(sizes, *[F.count_if(F.col(KIND) == k).alias(k) for k in KINDS]))
         routed.positions.collect()
-        return sizes
+        return sizes.get
     finally:
         scratch.release()
 

@@ -120,9 +120,10 @@ class Router:
                     )
         return groups
 
-    def _passes_needed(self) -> int | None:
-        """Passes that route every copy routing can make, when the graph of divert and
-        no-route dead-letter edges between addresses has no cycle (else None)."""
+    @cached_property
+    def _copy_edges(self) -> dict[str, set[str]]:
+        """The addresses a row at an address can be copied to in one pass: divert
+        forwarding addresses and the no-route dead-letter address."""
         edges: dict[str, set[str]] = {}
         for divert in self.topology.config.diverts:
             edges.setdefault(divert.address, set()).update(divert.forwarding_addresses)
@@ -130,6 +131,17 @@ class Router:
             settings = self.topology.settings(address)
             if settings.send_to_dla_on_no_route and settings.dead_letter_address:
                 edges.setdefault(address, set()).add(settings.dead_letter_address)
+        return edges
+
+    def _next_addresses(self, addresses: frozenset[str] | None) -> frozenset[str]:
+        """Where the copies made from rows at ``addresses`` (None: any address) are."""
+        sources = self._copy_edges if addresses is None else addresses
+        return frozenset(t for a in sources for t in self._copy_edges.get(a, ()))
+
+    def _passes_needed(self) -> int | None:
+        """Passes that route every copy routing can make, when the graph of divert and
+        no-route dead-letter edges between addresses has no cycle (else None)."""
+        edges = self._copy_edges
         depth: dict[str, int] = {}
         visiting: set[str] = set()
 
@@ -156,6 +168,15 @@ class Router:
                 return None
             deepest = max(deepest, found)
         return deepest + 1
+
+    @cached_property
+    def _group_widths(self) -> dict[str, int | None]:
+        """Turn groups for :func:`routing.turns.take_turns`: the number of bindings of a
+        group whose bindings have no filter (a plain rotation), else None."""
+        return {
+            g.key: len(g.members) if all(f is None for f in g.filters) else None
+            for g in self.groups
+        }
 
     def _in_group(self, divert: DivertConfig) -> TurnGroup | None:
         if divert.exclusive or divert.routing_name is None:
@@ -290,26 +311,38 @@ class Router:
         """
         result = Routed(positions=positions)
         current = rows
+        at: frozenset[str] | None = None  # where this pass's rows can be (None: anywhere)
         if self.passes is not None:
             for number in range(self.passes):
-                current = self._pass(current, result, scratch, last=number == self.passes - 1)
+                last = number == self.passes - 1
+                current = self._pass(current, result, scratch, at, last=last)
+                at = self._next_addresses(at)
             return result
         while True:
             for _ in range(CHUNK):
-                current = self._pass(current, result, scratch)
+                current = self._pass(current, result, scratch, at)
+                at = self._next_addresses(at)
             if current.isEmpty():
                 return result
 
     def _pass(
-        self, rows: DataFrame, result: Routed, scratch: Scratch, *, last: bool = False
+        self,
+        rows: DataFrame,
+        result: Routed,
+        scratch: Scratch,
+        at: frozenset[str] | None = None,
+        *,
+        last: bool = False,
     ) -> DataFrame:
         """Route one generation of rows; return the copies they made (the next generation).
 
-        ``last``: the copy graph allows no further copy, so the (empty) result is not kept.
+        ``at``: the addresses the rows can be at (None: any), so a pass of copies at
+        addresses without turn groups skips the turns. ``last``: the copy graph allows no
+        further copy, so the (empty) result is not kept.
         """
         rows = rows.withColumn("expiration", self._expiration)
         rows = rows.withColumn("_exclusive", self._exclusive)
-        if self.groups:
+        if any(at is None or g.address in at for g in self.groups):
             rows = self._with_turns(rows, result, scratch)
         else:
             rows = rows.withColumn("_turns", F.lit(None).cast("map<string,int>"))
@@ -449,10 +482,12 @@ class Router:
             .select("sent_at", "message_id", F.explode("_requests").alias("_r"))
             .select("_r.group", "sent_at", "message_id", "_r.mask")
         )
-        turns, result.positions = take_turns(requests, result.positions, scratch.keep)
+        turns, result.positions = take_turns(
+            requests, result.positions, scratch.keep, self._group_widths
+        )
         chosen = (
             turns.where(F.col("chosen").isNotNull())
             .groupBy("message_id")
             .agg(F.map_from_entries(F.collect_list(F.struct("group", "chosen"))).alias("_turns"))
         )
-        return rows.drop("_requests").join(chosen, "message_id", "left")
+        return rows.drop("_requests").join(chosen.hint("shuffle_hash"), "message_id", "left")

@@ -14,10 +14,11 @@ non-exclusive diverts of an address sharing a routing-name
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import reduce
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
@@ -29,8 +30,9 @@ TURNS = StructType(
         StructField("position", IntegerType()),
     ]
 )
-"""One row per request with the binding chosen (index, null: none matched), and per group
-one row without ``message_id`` whose ``position`` is where the group ends."""
+"""One row per request with the binding chosen (index, null: none matched); per group, one
+row has the ``position`` where the group ends (a scan's extra row without ``message_id``, a
+rotation's last request)."""
 
 
 _ARROW_TYPES = (pa.string(), pa.int64(), pa.int32(), pa.int32())
@@ -90,6 +92,7 @@ def take_turns(
     requests: DataFrame,
     positions: DataFrame,
     keep: Callable[[DataFrame], DataFrame] = lambda frame: frame,
+    groups: Mapping[str, int | None] | None = None,
 ) -> tuple[DataFrame, DataFrame]:
     """Run the turns of ``requests`` (``group``, ``sent_at``, ``message_id``, ``mask``).
 
@@ -97,23 +100,52 @@ def take_turns(
     :param keep: materialises the turns, which both results read: without it the
         positions after pass ``n`` hold pass ``n - 1``'s plan several times over, and a
         batch of many passes plans exponentially.
+    :param groups: every group of the requests: its number of bindings when every binding
+        matches every request (no filters), so its turns are a rotation numbered in the
+        JVM (:func:`rotate`, ``mask`` unread); None when its turns are scanned in Python
+        (:func:`scan`). Default: scan every group. With only rotations no Python runs.
     :return: the :data:`TURNS` of each request, and the positions after them.
     """
-    turns = keep(
-        requests.join(F.broadcast(positions), "group", "left")
-        .select(
-            "group",
-            "sent_at",
-            "message_id",
-            "mask",
-            F.coalesce("position", F.lit(0)).alias("start"),
-        )
-        .groupBy("group")
-        .applyInArrow(_group_turns, TURNS)
+    requests = requests.join(F.broadcast(positions), "group", "left").select(
+        "group",
+        "sent_at",
+        "message_id",
+        "mask",
+        F.coalesce("position", F.lit(0)).alias("start"),
     )
-    ends = turns.where(F.col("message_id").isNull()).select("group", "position")
+    rotations = {g: width for g, width in (groups or {}).items() if width is not None}
+    parts = []
+    if rotations:
+        parts.append(requests.where(F.col("group").isin(*rotations)).transform(rotate(rotations)))
+    if groups is None or len(rotations) < len(groups):
+        scanned = requests.where(~F.col("group").isin(*rotations)) if rotations else requests
+        parts.append(scanned.groupBy("group").applyInArrow(_group_turns, TURNS))
+    turns = keep(reduce(DataFrame.unionByName, parts))
+    ends = turns.where(F.col("position").isNotNull()).select("group", "position")
     after = positions.join(ends, "group", "left_anti").unionByName(ends)
     return turns.where(F.col("message_id").isNotNull()), after
+
+
+def rotate(widths: Mapping[str, int]) -> Callable[[DataFrame], DataFrame]:
+    """:data:`TURNS` of groups where every binding takes every request: the ``n``-th
+    request (``sent_at``, ``message_id`` order, from 0) gets binding ``(start + n) % width``
+    and the group ends at ``(start + requests) % width``, as :func:`scan` with all-true
+    masks. One window (one sort); the group's last request carries its end position.
+    """
+    width = F.create_map(*[F.lit(v) for kv in sorted(widths.items()) for v in kv])[F.col("group")]
+
+    def transform(requests: DataFrame) -> DataFrame:
+        group = Window.partitionBy("group")
+        number = F.row_number().over(group.orderBy("sent_at", "message_id"))
+        total = F.count(F.lit(1)).over(group)
+        return requests.select(
+            "group",
+            "message_id",
+            ((F.col("start") + number - 1) % width).cast("int").alias("chosen"),
+            F.when(number == total, (F.col("start") + total) % width).cast("int").alias("position"),
+        )
+
+    return transform
 
 
 def positions_frame(spark, positions: Mapping[str, int]) -> DataFrame:

@@ -658,6 +658,43 @@ def test_anycast_turn_is_carried_across_micro_batches(spark):
             assert positions_of(two.positions) == {"anycast:q": 1}
 
 
+def test_copies_take_anycast_turns_where_they_arrive(spark):
+    """Turns are taken in every pass, not only the first: src's rows are diverted to
+    mid and on to dst, whose two unfiltered anycast queues take the copies in turn
+    (sent_at order), as dst's own rows routed at the same time take theirs; src's own
+    anycast queue is a group of one (no turn)."""
+    xml = (
+        '<diverts><divert name="d1"><address>src</address>'
+        "<forwarding-address>mid</forwarding-address></divert>"
+        '<divert name="d2"><address>mid</address>'
+        "<forwarding-address>dst</forwarding-address></divert></diverts>"
+        '<addresses><address name="src"><anycast><queue name="src.q"/></anycast></address>'
+        '<address name="mid"><anycast/></address>'
+        '<address name="dst"><anycast><queue name="dst.a"/><queue name="dst.b"/></anycast>'
+        "</address></addresses>"
+    )
+    router = Router(topology_of(xml))
+    rows = [message(900 + i, "src", 2 * i) for i in range(4)]
+    with route(router, router_input(spark, rows), {"anycast:dst": 1}) as result:
+        copies = [divert_copy(divert_copy(900 + i, "d1", "mid"), "d2", "dst") for i in range(4)]
+        assert_rows(
+            result.queues("dst."),
+            "queue string, message_id long",
+            [
+                ("dst.b", copies[0]),
+                ("dst.a", copies[1]),
+                ("dst.b", copies[2]),
+                ("dst.a", copies[3]),
+            ],
+        )
+        assert_rows(
+            result.queues("src."),
+            "queue string, message_id long",
+            [("src.q", 900 + i) for i in range(4)],
+        )
+        assert positions_of(result.positions) == {"anycast:dst": 1}
+
+
 CHAIN = 25
 
 
