@@ -490,4 +490,4 @@ class Router:
             .groupBy("message_id")
             .agg(F.map_from_entries(F.collect_list(F.struct("group", "chosen"))).alias("_turns"))
         )
-        return rows.drop("_requests").join(chosen.hint("shuffle_hash"), "message_id", "left")
+        return rows.drop("_requests").join(chosen, "message_id", "left")

@@ -26,6 +26,9 @@ EMBEDDED_CONF: dict[str, str] = {
     "spark.sql.adaptive.coalescePartitions.parallelismFirst": "false",
     # ... but a 1M-row batch (tens of MB of shuffle) still spreads over both cores
     "spark.sql.adaptive.advisoryPartitionSizeInBytes": "8m",
+    # a join whose smaller side is at most this much per partition hashes it instead of
+    # sorting both sides (the wide message rows meet their narrow round-robin choices)
+    "spark.sql.adaptive.maxShuffledHashJoinLocalMapThreshold": "32m",
     "spark.local.dir": os.environ.get("ROUTING_SPARK_LOCAL_DIR", "/tmp/routing-spark"),
     "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG4J} -XX:-DontCompileHugeMethods",
 }
