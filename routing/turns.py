@@ -22,6 +22,8 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
+from routing._columns import literal_map
+
 TURNS = StructType(
     [
         StructField("group", StringType()),
@@ -132,7 +134,7 @@ def rotate(widths: Mapping[str, int]) -> Callable[[DataFrame], DataFrame]:
     and the group ends at ``(start + requests) % width``, as :func:`scan` with all-true
     masks. One window (one sort); the group's last request carries its end position.
     """
-    width = F.create_map(*[F.lit(v) for kv in sorted(widths.items()) for v in kv])[F.col("group")]
+    width = literal_map(widths, "int")[F.col("group")]
 
     def transform(requests: DataFrame) -> DataFrame:
         group = Window.partitionBy("group")
