@@ -91,6 +91,7 @@ def classify(
     known = sorted(set(queues))
     is_message = F.col("source").startswith("addresses/")
     is_delivery = F.col("source") == "deliveries"
+    rejected = F.col("_reason").isNotNull()
     classified = (
         events.withColumn("_source", F.col("source"))
         .withColumn("_own", is_message & own_copy())
@@ -105,10 +106,11 @@ def classify(
             "_row",
             F.coalesce(
                 F.col("raw"),
-                # a message's JSON is only read if the message is rejected; deliveries and
-                # management rows may be rejected later, when they meet the queue state
-                F.when(is_message, F.when(F.col("_reason").isNotNull(), journal.message_json()))
-                .when(is_delivery, _json(schemas.DELIVERY))
+                # only a row rejected here reads its JSON (one rejected later, when it meets
+                # the queue state, is written by deliveries.event_row); a management row's
+                # filter is checked afterwards (split), so its JSON is always made
+                F.when(is_message, F.when(rejected, journal.message_json()))
+                .when(is_delivery, F.when(rejected, _json(schemas.DELIVERY)))
                 .otherwise(_json(schemas.MANAGEMENT)),
             ),
         )
