@@ -37,7 +37,7 @@ CONF = ROOT / "conf" / "broker.xml"
 SIZES = (100_000, 1_000_000)
 
 
-def _tree_rss(process: psutil.Process) -> int:
+def _tree_pss(process: psutil.Process) -> int:
     """Proportional set size of the process tree: Spark forks its Python workers from one
     daemon, and a sum of resident sets would count the pages they share once per worker
     (about 0.7 GiB too much at 1M messages)."""
@@ -74,7 +74,7 @@ def replay(log: Path, lake: Path) -> tuple[float, int, str]:
     reader = threading.Thread(target=lambda: output.extend(process.stdout), daemon=True)
     reader.start()
     while process.poll() is None:
-        peak = max(peak, _tree_rss(watched))
+        peak = max(peak, _tree_pss(watched))
         time.sleep(0.5)
     reader.join()
     seconds = time.perf_counter() - started

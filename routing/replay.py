@@ -73,11 +73,8 @@ JSON_RECORD = StructType(
 """:data:`RECORD` as JSON Lines are parsed: ``properties`` kept whole, to check its kind."""
 
 TIMES = ("sent_at", "expiration", "at")
-NUMBERS = ("message_id", "priority")
-TYPED = {"sent_at": "timestamp", "expiration": "timestamp", "at": "timestamp"} | {
-    "message_id": "long",
-    "priority": "int",
-}
+NUMBERS = {"message_id": "long", "priority": "int"}
+TYPED = dict.fromkeys(TIMES, "timestamp") | NUMBERS
 """Fields a log may carry typed rather than as text, and their Spark types."""
 MESSAGE_TYPES = {f.name: f.dataType for f in schemas.spark_schema(schemas.MESSAGE).fields}
 _POSITION = (1 << 33) - 1  # monotonically_increasing_id: partition id << 33 | position
