@@ -64,6 +64,18 @@ def journal_rows(
     )
 
 
+def routed_rows(entries: DataFrame) -> DataFrame:
+    """The ROUTED journal row of each queue entry (``routed_at``, ``queue``, message columns)."""
+    return journal_rows(
+        entries,
+        at=F.col("routed_at"),
+        queue=F.col("queue"),
+        event=ROUTED,
+        delivery_count=F.lit(0),
+        details={"address": F.col("address"), "copy_reason": F.col("copy_reason")},
+    )
+
+
 def message_json() -> Column:
     """A message row as JSON (binary body as base64), for ``rejected.row``."""
     return F.to_json(F.struct(*[F.col(c) for c in schemas.MESSAGE.names]))

@@ -24,6 +24,7 @@ in, for ``rejected``).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -119,6 +120,26 @@ class Router:
                         )
                     )
         return groups
+
+    @cached_property
+    def _slots(self) -> dict[str, int]:
+        """Each turn group's slot: its index among the groups of its address. A row is at
+        one address and takes at most one turn a group, so its turns fit in the columns
+        :attr:`_turn_columns` (one per slot), not a map by group."""
+        taken: Counter[str] = Counter()
+        slots = {}
+        for group in self.groups:
+            slots[group.key] = taken[group.address]
+            taken[group.address] += 1
+        return slots
+
+    @cached_property
+    def _turn_columns(self) -> list[str]:
+        return [f"_turn_{slot}" for slot in range(max(self._slots.values(), default=-1) + 1)]
+
+    def _turn(self, group: TurnGroup) -> Column:
+        """The binding of ``group`` the row got (its index; null: no turn taken)."""
+        return F.col(self._turn_columns[self._slots[group.key]])
 
     @cached_property
     def _copy_edges(self) -> dict[str, set[str]]:
@@ -225,7 +246,7 @@ class Router:
             if divert.exclusive:
                 cond = matches(divert.filter)
             elif (group := self._in_group(divert)) is not None:
-                chosen = F.col("_turns").getItem(group.key) == group.members.index(divert.name)
+                chosen = self._turn(group) == group.members.index(divert.name)
                 cond = ~F.col("_exclusive") & chosen
             else:
                 cond = ~F.col("_exclusive") & matches(divert.filter)
@@ -251,7 +272,7 @@ class Router:
                 elif len(anycast) == 1:
                     cond = self._takes(ANYCAST) & matches(queue.filter)
                 else:
-                    turn = F.col("_turns").getItem(f"anycast:{address}")
+                    turn = self._turn(self._by_key[f"anycast:{address}"])
                     cond = turn == anycast.index(queue.name)
                 choices.append((cond, F.lit(queue.name)))
             by_address[address] = chosen_values(choices, "string")
@@ -345,7 +366,7 @@ class Router:
         if any(at is None or g.address in at for g in self.groups):
             rows = self._with_turns(rows, result, scratch)
         else:
-            rows = rows.withColumn("_turns", F.lit(None).cast("map<string,int>"))
+            rows = rows.withColumns({c: F.lit(None).cast("int") for c in self._turn_columns})
         decided = scratch.keep(
             rows.withColumn("_fired", self._fired).withColumn("_queues", self._queues)
         )
@@ -363,16 +384,7 @@ class Router:
             F.col("sent_at").alias("status_at"),
         )
         result.entries.append(entries)
-        result.journal.append(
-            journal.journal_rows(
-                entries,
-                at=F.col("routed_at"),
-                queue=F.col("queue"),
-                event=journal.ROUTED,
-                delivery_count=F.lit(0),
-                details={"address": F.col("address"), "copy_reason": F.col("copy_reason")},
-            )
-        )
+        result.journal.append(journal.routed_rows(entries))
 
         diverting = decided.where(F.size("_fired") > 0)
         cut = diverting.where(F.col("_hops") >= MAX_HOPS)
@@ -485,9 +497,15 @@ class Router:
         turns, result.positions = take_turns(
             requests, result.positions, scratch.keep, self._group_widths
         )
-        chosen = (
-            turns.where(F.col("chosen").isNotNull())
-            .groupBy("message_id")
-            .agg(F.map_from_entries(F.collect_list(F.struct("group", "chosen"))).alias("_turns"))
-        )
+        taken = turns.where(F.col("chosen").isNotNull())
+        if len(self._turn_columns) == 1:  # one group an address: a row takes one turn at most
+            chosen = taken.select("message_id", F.col("chosen").alias(self._turn_columns[0]))
+        else:  # a cheap aggregate (no map): a group's chosen index in its slot's column
+            slot = literal_map(self._slots, "int")[F.col("group")]
+            chosen = taken.groupBy("message_id").agg(
+                *[
+                    F.max(F.when(slot == s, F.col("chosen"))).alias(c)
+                    for s, c in enumerate(self._turn_columns)
+                ]
+            )
         return rows.drop("_requests").join(chosen, "message_id", "left")

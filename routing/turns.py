@@ -132,19 +132,21 @@ def rotate(widths: Mapping[str, int]) -> Callable[[DataFrame], DataFrame]:
     """:data:`TURNS` of groups where every binding takes every request: the ``n``-th
     request (``sent_at``, ``message_id`` order, from 0) gets binding ``(start + n) % width``
     and the group ends at ``(start + requests) % width``, as :func:`scan` with all-true
-    masks. One window (one sort); the group's last request carries its end position.
+    masks. One window (one sort); the group's last request, the one with no next,
+    carries its end position. (A count over the whole group would hold each group's
+    requests in a buffer: a third slower.)
     """
     width = literal_map(widths, "int")[F.col("group")]
 
     def transform(requests: DataFrame) -> DataFrame:
-        group = Window.partitionBy("group")
-        number = F.row_number().over(group.orderBy("sent_at", "message_id"))
-        total = F.count(F.lit(1)).over(group)
+        in_order = Window.partitionBy("group").orderBy("sent_at", "message_id")
+        number = F.row_number().over(in_order)
+        last = F.lead(F.lit(True)).over(in_order).isNull()
         return requests.select(
             "group",
             "message_id",
             ((F.col("start") + number - 1) % width).cast("int").alias("chosen"),
-            F.when(number == total, (F.col("start") + total) % width).cast("int").alias("position"),
+            F.when(last, (F.col("start") + number) % width).cast("int").alias("position"),
         )
 
     return transform

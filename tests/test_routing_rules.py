@@ -695,6 +695,40 @@ def test_copies_take_anycast_turns_where_they_arrive(spark):
         assert positions_of(result.positions) == {"anycast:dst": 1}
 
 
+def test_an_address_with_two_turn_groups_keeps_each_groups_turns(spark):
+    """At ``both`` the two anycast queues take turns (a rotation, from position 1) and,
+    apart from them, the diverts sharing routing-name grp take theirs (a scan from 0: grp.1
+    wants ``k = 'a'``, so a 'b' row goes to grp.2); each row's two turns stay apart."""
+    xml = (
+        '<diverts><divert name="grp.1"><routing-name>grp</routing-name><address>both</address>'
+        "<forwarding-address>out1</forwarding-address>"
+        "<filter string=\"k = 'a'\"/></divert>"
+        '<divert name="grp.2"><routing-name>grp</routing-name><address>both</address>'
+        "<forwarding-address>out2</forwarding-address></divert></diverts>"
+        '<addresses><address name="both"><anycast><queue name="both.a"/><queue name="both.b"/>'
+        '</anycast></address><address name="out1"><anycast><queue name="out1.q"/></anycast>'
+        '</address><address name="out2"><anycast><queue name="out2.q"/></anycast></address>'
+        "</addresses>"
+    )
+    router = Router(topology_of(xml))
+    kinds = ["b", "a", "a", "b"]
+    rows = [message(910 + i, "both", i, properties={"k": k}) for i, k in enumerate(kinds)]
+    with route(router, router_input(spark, rows), {"anycast:both": 1}) as result:
+        assert_rows(
+            result.queues("both."),
+            "queue string, message_id long",
+            [("both.b", 910), ("both.a", 911), ("both.b", 912), ("both.a", 913)],
+        )
+        diverted = [(910, "grp.2", "out2"), (911, "grp.1", "out1"), (912, "grp.2", "out2")]
+        diverted.append((913, "grp.2", "out2"))
+        assert_rows(
+            result.copies_from("grp."),
+            "parent long, divert string, address string, message_id long, routing_type string",
+            [(p, d, a, divert_copy(p, d, a), None) for p, d, a in diverted],
+        )
+        assert positions_of(result.positions) == {"anycast:both": 1, "divert:both:grp": 0}
+
+
 CHAIN = 25
 
 
