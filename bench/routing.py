@@ -165,7 +165,9 @@ def outputs_alone(rows: DataFrame) -> dict[str, int]:
             F.lit(DIVERT), F.lit("tap"), F.lit("audit"), F.col("sent_at"), keep_expiration=True
         )
     )
-    return _force(entries, journal.routed_rows(entries), copies.select(*schemas.MESSAGE.names))
+    return _force(
+        entries, entries.select(*journal.routed_columns()), copies.select(*schemas.MESSAGE.names)
+    )
 
 
 def _best(step: Callable[[], object], repeat: int = REPEATS) -> tuple[float, object]:

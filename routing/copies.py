@@ -68,33 +68,33 @@ def make_copies(
                                           F.col("dead_letter_address"), F.col("at")))
     """
     queue = target_queue if target_queue is not None else F.lit(None).cast("string")
+    # the columns are built once, here: a transform kept by its caller (the router keeps
+    # its own) is applied pass after pass without rebuilding them (py4j calls)
+    properties = rebuild_breadcrumbs(
+        F.col("properties"), F.col("address"), left, F.col("message_id"), F.col("routing_type")
+    )
+    if extra_properties is not None:
+        # null means nothing to add; a message expiring a second time replaces its
+        # _AMQ_ACTUAL_EXPIRY (map_concat refuses duplicate keys)
+        extra = F.coalesce(extra_properties, F.create_map().cast("map<string,string>"))
+        replaced = F.map_keys(extra)
+        properties = F.map_concat(
+            F.map_filter(properties, lambda k, _: ~F.array_contains(replaced, k)), extra
+        )
+    new = {
+        "message_id": copy_id(F.col("message_id"), reason, left, target_address, queue),
+        "address": target_address,
+        "routing_type": routing_type if routing_type is not None else original_routing_type(),
+        "sent_at": at,
+        "expiration": F.col("expiration") if keep_expiration else F.lit(None).cast("timestamp"),
+        "properties": properties,
+        "copy_reason": reason,
+        "to_queue": queue,
+    }
+    message = [new[c].alias(c) if c in new else F.col(c) for c in schemas.MESSAGE.names]
 
     def transform(rows: DataFrame) -> DataFrame:
-        properties = rebuild_breadcrumbs(
-            F.col("properties"), F.col("address"), left, F.col("message_id"), F.col("routing_type")
-        )
-        if extra_properties is not None:
-            # null means nothing to add; a message expiring a second time replaces its
-            # _AMQ_ACTUAL_EXPIRY (map_concat refuses duplicate keys)
-            extra = F.coalesce(extra_properties, F.create_map().cast("map<string,string>"))
-            replaced = F.map_keys(extra)
-            properties = F.map_concat(
-                F.map_filter(properties, lambda k, _: ~F.array_contains(replaced, k)), extra
-            )
-        new = {
-            "message_id": copy_id(F.col("message_id"), reason, left, target_address, queue),
-            "address": target_address,
-            "routing_type": routing_type if routing_type is not None else original_routing_type(),
-            "sent_at": at,
-            "expiration": F.col("expiration") if keep_expiration else F.lit(None).cast("timestamp"),
-            "properties": properties,
-            "copy_reason": reason,
-            "to_queue": queue,
-        }
         # one select: every new value is computed from the parent's columns
-        return rows.select(
-            *[new[c].alias(c) if c in new else F.col(c) for c in schemas.MESSAGE.names],
-            *[c for c in rows.columns if c not in schemas.MESSAGE.names],
-        )
+        return rows.select(*message, *[c for c in rows.columns if c not in schemas.MESSAGE.names])
 
     return transform

@@ -44,6 +44,26 @@ def detail(entries: Mapping[str, Column]) -> Column:
     return F.map_from_entries(chosen_values(pairs, "struct<key:string,value:string>"))
 
 
+def journal_columns(
+    *,
+    at: Column,
+    queue: Column,
+    event: Column | str,
+    delivery_count: Column,
+    details: Mapping[str, Column] | None = None,
+) -> list[Column]:
+    """The columns of a journal row, to select from rows whose ``message_id`` it records
+    (built once by a caller that journals pass after pass: each build is py4j calls)."""
+    return [
+        at.cast("timestamp").alias("at"),
+        queue.cast("string").alias("queue"),
+        F.col("message_id").cast("long").alias("message_id"),
+        (F.lit(event) if isinstance(event, str) else event).alias("event"),
+        delivery_count.cast("int").alias("delivery_count"),
+        detail(details or {}).alias("detail"),
+    ]
+
+
 def journal_rows(
     rows: DataFrame,
     *,
@@ -55,19 +75,15 @@ def journal_rows(
 ) -> DataFrame:
     """One journal row per row of ``rows`` (whose ``message_id`` it records)."""
     return rows.select(
-        at.cast("timestamp").alias("at"),
-        queue.cast("string").alias("queue"),
-        F.col("message_id").cast("long").alias("message_id"),
-        (F.lit(event) if isinstance(event, str) else event).alias("event"),
-        delivery_count.cast("int").alias("delivery_count"),
-        detail(details or {}).alias("detail"),
+        *journal_columns(
+            at=at, queue=queue, event=event, delivery_count=delivery_count, details=details
+        )
     )
 
 
-def routed_rows(entries: DataFrame) -> DataFrame:
-    """The ROUTED journal row of each queue entry (``routed_at``, ``queue``, message columns)."""
-    return journal_rows(
-        entries,
+def routed_columns() -> list[Column]:
+    """The ROUTED journal row of a queue entry (``routed_at``, ``queue``, message columns)."""
+    return journal_columns(
         at=F.col("routed_at"),
         queue=F.col("queue"),
         event=ROUTED,

@@ -25,7 +25,7 @@ in, for ``rejected``).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -371,49 +371,22 @@ class Router:
             rows.withColumn("_fired", self._fired).withColumn("_queues", self._queues)
         )
 
-        entries = decided.where(F.size("_queues") > 0).select(
-            *schemas.MESSAGE.names, F.explode("_queues").alias("queue")
-        )
-        entries = entries.select(
-            *schemas.MESSAGE.names,
-            "queue",
-            F.lit("PENDING").alias("status"),
-            F.lit(0).alias("delivery_count"),
-            F.lit(None).cast("timestamp").alias("redeliver_at"),
-            F.col("sent_at").alias("routed_at"),
-            F.col("sent_at").alias("status_at"),
+        entries = (
+            decided.where(F.size("_queues") > 0)
+            .select(*schemas.MESSAGE.names, F.explode("_queues").alias("queue"))
+            .select(*self._entry)
         )
         result.entries.append(entries)
-        result.journal.append(journal.routed_rows(entries))
+        result.journal.append(entries.select(*self._journal[journal.ROUTED]))
 
         diverting = decided.where(F.size("_fired") > 0)
         cut = diverting.where(F.col("_hops") >= MAX_HOPS)
-        result.rejected.append(
-            journal.rejected_rows(
-                cut,
-                source=F.col("_source"),
-                row=journal.message_json(),
-                reason=F.concat(
-                    F.lit(f"divert chain longer than {MAX_HOPS} hops: not diverted from "),
-                    F.col("address"),
-                ),
-                at=F.col("sent_at"),
-            )
-        )
+        result.rejected.append(journal.rejected_rows(cut, **self._hop_cut))
         divert_copies = (
             diverting.where(F.col("_hops") < MAX_HOPS)
             .select("*", F.explode("_fired").alias("_divert"))
             .select("*", F.explode("_divert.forwarding").alias("_target"))
-            .transform(
-                make_copies(
-                    F.lit(DIVERT),
-                    F.col("_divert.name"),
-                    F.col("_target"),
-                    F.col("sent_at"),
-                    routing_type=self._divert_routing_type,
-                    keep_expiration=True,
-                )
-            )
+            .transform(self._divert_copies)
             .withColumn("_hops", F.col("_hops") + 1)
             .withColumn("_dla_hint", F.lit(False))
         )
@@ -426,45 +399,13 @@ class Router:
         ).withColumn("_dla", self._no_route_dla)
         to_dla = no_route.where(F.col("_dla").isNotNull() & ~F.col("_dla_hint"))
         dla_copies = (
-            to_dla.transform(
-                make_copies(
-                    F.lit(DEAD_LETTER), F.lit(None).cast("string"), F.col("_dla"), F.col("sent_at")
-                )
-            )
+            to_dla.transform(self._dead_letter_copies)
             .withColumn("_hops", F.col("_hops") + 1)
             .withColumn("_dla_hint", F.lit(True))
         )
-        result.journal.append(
-            journal.journal_rows(
-                to_dla,
-                at=F.col("sent_at"),
-                queue=F.lit(None),
-                event=journal.DEAD_LETTERED,
-                delivery_count=F.lit(0),
-                details={
-                    "reason": F.lit(journal.NO_ROUTE),
-                    "to_address": F.col("_dla"),
-                    "copy_id": copy_id(
-                        F.col("message_id"),
-                        F.lit(DEAD_LETTER),
-                        F.lit(None).cast("string"),
-                        F.col("_dla"),
-                        F.lit(None).cast("string"),
-                    ),
-                },
-            )
-        )
+        result.journal.append(to_dla.select(*self._journal[journal.DEAD_LETTERED]))
         dropped = no_route.where(F.col("_dla").isNull() | F.col("_dla_hint"))
-        result.journal.append(
-            journal.journal_rows(
-                dropped,
-                at=F.col("sent_at"),
-                queue=F.lit(None),
-                event=journal.DROPPED,
-                delivery_count=F.lit(0),
-                details={"reason": F.lit(journal.NO_ROUTE), "address": F.col("address")},
-            )
-        )
+        result.journal.append(dropped.select(*self._journal[journal.DROPPED]))
 
         made = union_all(
             [
@@ -477,6 +418,88 @@ class Router:
             made = scratch.keep(made)
         result.copies.append(made.select(*schemas.MESSAGE.names))
         return made
+
+    # ---- outputs: built once, selected by every pass of every batch ----------------------
+
+    @cached_property
+    def _entry(self) -> list[Column]:
+        """The PENDING queue row (QUEUE_ROW) of a row and one of the ``queue``s it enters."""
+        return [
+            *map(F.col, schemas.MESSAGE.names),
+            F.col("queue"),
+            F.lit("PENDING").alias("status"),
+            F.lit(0).alias("delivery_count"),
+            F.lit(None).cast("timestamp").alias("redeliver_at"),
+            F.col("sent_at").alias("routed_at"),
+            F.col("sent_at").alias("status_at"),
+        ]
+
+    @cached_property
+    def _journal(self) -> dict[str, list[Column]]:
+        """The journal row of a queue entry (ROUTED) and of a row with no route: copied to
+        the dead-letter address in ``_dla`` (DEAD_LETTERED) or DROPPED."""
+        no_route = {
+            "at": F.col("sent_at"),
+            "queue": F.lit(None),
+            "delivery_count": F.lit(0),
+        }
+        dead_letter_copy = copy_id(
+            F.col("message_id"),
+            F.lit(DEAD_LETTER),
+            F.lit(None).cast("string"),
+            F.col("_dla"),
+            F.lit(None).cast("string"),
+        )
+        return {
+            journal.ROUTED: journal.routed_columns(),
+            journal.DEAD_LETTERED: journal.journal_columns(
+                **no_route,
+                event=journal.DEAD_LETTERED,
+                details={
+                    "reason": F.lit(journal.NO_ROUTE),
+                    "to_address": F.col("_dla"),
+                    "copy_id": dead_letter_copy,
+                },
+            ),
+            journal.DROPPED: journal.journal_columns(
+                **no_route,
+                event=journal.DROPPED,
+                details={"reason": F.lit(journal.NO_ROUTE), "address": F.col("address")},
+            ),
+        }
+
+    @cached_property
+    def _hop_cut(self) -> dict[str, Column]:
+        """The ``rejected`` row of a row that would make a copy past :data:`MAX_HOPS`."""
+        return {
+            "source": F.col("_source"),
+            "row": journal.message_json(),
+            "reason": F.concat(
+                F.lit(f"divert chain longer than {MAX_HOPS} hops: not diverted from "),
+                F.col("address"),
+            ),
+            "at": F.col("sent_at"),
+        }
+
+    @cached_property
+    def _divert_copies(self) -> Callable[[DataFrame], DataFrame]:
+        """Rows with ``_divert`` (a fired divert) and ``_target`` (one of its addresses)
+        replaced by their copies."""
+        return make_copies(
+            F.lit(DIVERT),
+            F.col("_divert.name"),
+            F.col("_target"),
+            F.col("sent_at"),
+            routing_type=self._divert_routing_type,
+            keep_expiration=True,
+        )
+
+    @cached_property
+    def _dead_letter_copies(self) -> Callable[[DataFrame], DataFrame]:
+        """Rows with no route replaced by their copies to the dead-letter address ``_dla``."""
+        return make_copies(
+            F.lit(DEAD_LETTER), F.lit(None).cast("string"), F.col("_dla"), F.col("sent_at")
+        )
 
     @cached_property
     def _divert_routing_type(self) -> Column:
