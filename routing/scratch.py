@@ -7,15 +7,19 @@ from pyspark.sql import DataFrame
 
 
 class Scratch:
-    """Materialise a frame once (a local checkpoint: plan cut short, rows computed by
-    the first job that reads them and kept) and drop its blocks when the batch is
-    done, so memory stays flat over a long run.
+    """Materialise a frame once (a local checkpoint: plan cut short, rows computed
+    and kept) and drop its blocks when the batch is done, so memory stays flat over
+    a long run.
 
     Checkpoints rather than ``persist``: a batch's plans would otherwise nest round
     after round, and Catalyst's cache lookups over such plans grow much faster than
-    the data. Lazy ones: an eager checkpoint is a Spark job of its own, six or seven a
-    batch; lazily, the rows are computed inside the job that first needs them (a
-    partition that job did not read is filled in right after it, by Spark).
+    the data. Eager ones, computed here: a lazy checkpoint is completed by whichever
+    job first reads it, and in Spark 4.2 that can deadlock the driver. Adaptive
+    execution runs a query's broadcast and shuffle stages from several threads; one
+    finishing a job marks the checkpoint done (``RDDCheckpointData`` lock, then the
+    RDD's) while another asks for the same RDD's cached locations (the RDD's lock,
+    then ``RDDCheckpointData``'s, since SPARK-46861). Seen as a job hung for good in
+    a test run. An eager checkpoint is done before any other job can read it.
     """
 
     def __init__(self) -> None:
@@ -30,7 +34,7 @@ class Scratch:
         """
         partitions = int(frame.sparkSession.conf.get("spark.sql.shuffle.partitions"))
         kept = frame.coalesce(max(partitions, 1)).localCheckpoint(
-            eager=False, storageLevel=StorageLevel.MEMORY_AND_DISK
+            eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK
         )
         # the checkpointed RDD behind the frame's LogicalRDD (no public accessor)
         self._rdds.append(kept._jdf.queryExecution().analyzed().rdd())
