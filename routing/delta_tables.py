@@ -76,7 +76,7 @@ class DataFile:
     version: int
     size: int
     num_records: int | None
-    max_time: int | None  # largest event time (epoch µs) in the file, if the stats say
+    max_time: int | None  # no event time in the file is later (epoch µs), if the stats say
 
     def location(self, table: str) -> str:
         return str(Path(table, self.path))
@@ -128,7 +128,7 @@ class TableFiles:
                     version,
                     r["size_bytes"],
                     r.get("num_records"),
-                    _micros(r.get(f"max.{self.time_column}")),
+                    _upper_bound(r.get(f"max.{self.time_column}")),
                 )
                 for r in sorted(rows, key=lambda r: r["path"])
             )
@@ -143,7 +143,13 @@ class TableFiles:
         }
 
 
-def _micros(value: object) -> int | None:
+def _upper_bound(value: object) -> int | None:
+    """A bound (epoch µs) on the times of a column whose statistics say ``max = value``.
+
+    Delta keeps timestamp statistics in milliseconds, truncated: a file whose latest row
+    is at ``…01.582609`` says ``…01.582``. The bound is the end of that millisecond, so a
+    cut between the two never leaves the row behind.
+    """
     if isinstance(value, dt.datetime) and value.tzinfo is not None:
-        return int(value.timestamp()) * 1_000_000 + value.microsecond
+        return int(value.timestamp()) * 1_000_000 + value.microsecond + 999
     return None

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 
 import pyarrow as pa
 import pytest
 
 from routing import schemas
+from routing.delta_tables import TableFiles
 from routing.lake import Lake
 from routing.lake_events import UNBOUNDED, read_events
 from tests.lakeio import append, at
@@ -191,3 +193,20 @@ def test_address_tables_created_later_are_picked_up(spark, tmp_path):
 
 def test_unbounded_is_beyond_any_real_time():
     assert int(at(10**12).timestamp() * 1_000_000) < UNBOUNDED
+
+
+def test_a_files_time_bound_covers_its_last_row(tmp_path):
+    """Delta's statistics keep times in milliseconds: the bound a rate-limited cut relies on
+    must still cover a row at a later microsecond of that millisecond."""
+    lake = Lake.at(tmp_path)
+    last = at(1582) + dt.timedelta(microseconds=609)
+    deliver(lake, ("q", 1, "ACK", 0))
+    append(
+        lake.deliveries,
+        [{"queue": "q", "message_id": 2, "outcome": "ACK", "at": last}],
+        schemas.DELIVERY,
+    )
+    files = TableFiles(lake.deliveries, "at").added(-1, 1)
+    assert [f.version for f in files] == [0, 1]
+    micros = int(last.timestamp()) * 1_000_000 + last.microsecond
+    assert files[1].max_time >= micros
