@@ -57,19 +57,29 @@ class JobState:
 
     clock: int | None = None  # lake clock, epoch µs
     positions: dict[str, int] = field(default_factory=dict)  # round-robin positions
+    # auto-created queue -> when it was created: (epoch µs, rank at that instant)
+    created: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(
-            {"version": STATE_VERSION, "clock": self.clock, "positions": self.positions},
+            {
+                "version": STATE_VERSION,
+                "clock": self.clock,
+                "positions": self.positions,
+                "created": {name: list(t) for name, t in self.created.items()},
+            },
             sort_keys=True,
         )
 
     @classmethod
     def from_json(cls, text: str | None) -> JobState:
+        """The state a commit carries; one written before ``created`` existed has created
+        no queue yet."""
         if not text:
             return cls()
         data = json.loads(text)
-        return cls(data.get("clock"), dict(data.get("positions", {})))
+        created = {name: (int(t), int(r)) for name, (t, r) in data.get("created", {}).items()}
+        return cls(data.get("clock"), dict(data.get("positions", {})), created)
 
 
 @dataclass
@@ -89,6 +99,7 @@ class BatchResult:
     routed_rows: int = 0  # rows of ``routed``
     own_copies: int = 0  # the job's own copies read back (skipped: routed when made)
     rounds: int = 0
+    created: dict[str, tuple[int, int]] = field(default_factory=dict)  # JobState.created after
 
 
 def filter_errors(filters: Iterable[str]) -> dict[str, str]:
