@@ -3,12 +3,22 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+JARS := jars/lib/.fetched
 LAKE ?= lake
 CONF ?= conf/broker.xml
 
 .PHONY: setup run test lint bench clean
 
-setup: $(STAMP)
+setup: $(STAMP) $(JARS)
+
+# Delta's JVM connector (jars/pom.xml), handed to Spark by routing/session.py; offline afterwards.
+$(JARS): jars/pom.xml
+	@command -v java >/dev/null 2>&1 || { echo "need java (Java 17), e.g. apt-get install openjdk-17-jdk-headless"; exit 1; }
+	@command -v mvn >/dev/null 2>&1 || { echo "need mvn (Maven) to fetch Delta's jars, e.g. apt-get install maven"; exit 1; }
+	rm -rf jars/lib
+	mvn -q -B -f jars/pom.xml dependency:copy-dependencies
+	@ls jars/lib/delta-spark_*.jar >/dev/null
+	@touch $(JARS)
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (Python 3.11)"; exit 1; }
@@ -32,4 +42,4 @@ bench: setup
 	$(PY) -m bench
 
 clean:
-	rm -rf $(LAKE) .pytest_cache spark-warehouse metastore_db
+	rm -rf $(LAKE) .pytest_cache spark-warehouse metastore_db jars/lib

@@ -47,7 +47,7 @@ from deltalake import write_deltalake
 
 from bench import Figure
 from routing import schemas
-from routing.delta_log import TableLog
+from routing.delta_tables import TableFiles, is_table
 from routing.ids import copy_id_py
 from routing.lake import Lake
 
@@ -165,13 +165,13 @@ class Watcher:
     lake: Lake
     seen: dict[int, float] = field(default_factory=dict)
     _version: int = -1
-    _log: TableLog | None = None
+    _log: TableFiles | None = None
 
     def poll(self) -> None:
         if self._log is None:
-            if not TableLog(self.lake.queue_messages).exists():
+            if not is_table(self.lake.queue_messages):
                 return
-            self._log = TableLog(self.lake.queue_messages)
+            self._log = TableFiles(self.lake.queue_messages, "routed_at")
         latest = self._log.version()
         if latest <= self._version:
             return

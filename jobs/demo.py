@@ -272,7 +272,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def report(spark: SparkSession, lake_root: str) -> str:
     """Messages per queue and status in ``queue_messages``, as a text table."""
     rows = (
-        spark.read.format("lake")
+        spark.read.format("delta")
         .load(Lake.at(lake_root).queue_messages)
         .groupBy("queue")
         .pivot("status")

@@ -4,8 +4,9 @@
     python -m jobs.route --conf conf/broker.xml --lake ./lake          # runs until stopped
 
 Structured Streaming over every input table of the lake (``lake_events``), one
-``foreachBatch`` per micro-batch: read the PENDING queue state, run the batch
-(:func:`routing.engine.run_batch`), write every table it changes. Checkpoints live
+``foreachBatch`` per micro-batch: read the batch's input rows and the PENDING queue
+state, run the batch (:func:`routing.engine.run_batch`), write every table it changes,
+all through delta-spark (:mod:`routing.storage`). Checkpoints live
 under ``LAKE/_checkpoints/route``. Exit status: 0 done, 2 invalid configuration
 (nothing written), 1 anything else (an unreadable lake, a failed batch).
 """
@@ -23,18 +24,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from deltalake.exceptions import DeltaError
 from pyspark.sql import DataFrame, SparkSession
 
 from routing import journal
 from routing.config import ConfigError, load_config
-from routing.delta_log import DeltaLogError
 from routing.engine import BatchResult, JobState, run_batch
 from routing.lake import JOURNAL, REJECTED, Lake, address_of_source, is_address_source
-from routing.lake_events import LakeSchemaError, _parse_as_of, check_lake
-from routing.lake_source import count_key, tables_written
+from routing.lake_events import LakeSchemaError, check_lake, parse_as_of, read_events
 from routing.routing import Router
 from routing.scratch import Scratch
-from routing.storage import outputs, storage_for
+from routing.storage import DeltaStorage, count_key, outputs, tables_written
 from routing.topology import Topology
 
 CHECKPOINT = "route"
@@ -95,7 +95,7 @@ class BatchRunner:
         self.lake = lake
         self.topology = topology
         self.as_of = as_of
-        self.storage = storage_for(spark, lake)
+        self.storage = DeltaStorage(lake)
         self.progress = Progress(out)
         self._router_cache: Router | None = None
         self._routed_for: tuple[str, ...] | None = None
@@ -107,14 +107,14 @@ class BatchRunner:
         metadata = json.loads(Path(self.lake.checkpoint(CHECKPOINT), "metadata").read_text())
         return f"jobs.route:{metadata['id']}"
 
-    def __call__(self, events: DataFrame, batch_id: int) -> None:
+    def __call__(self, slices: DataFrame, batch_id: int) -> None:
         self.idle.clear()
         try:
-            self._run(events, batch_id)
+            self._run(slices, batch_id)
         finally:
             self.idle.set()
 
-    def _run(self, events: DataFrame, batch_id: int) -> None:
+    def _run(self, slices: DataFrame, batch_id: int) -> None:
         started = time.perf_counter()
         app_id = self.app_id()
         if self.storage.done(app_id, batch_id):
@@ -124,7 +124,7 @@ class BatchRunner:
         scratch = Scratch()
         try:
             result = run_batch(
-                events,
+                read_events(self.spark, slices.collect()),
                 self.storage.pending(self.spark),
                 self.storage.state(),
                 self.topology,
@@ -172,7 +172,7 @@ def figures(result: BatchResult, written: dict[str, int]) -> dict[str, int]:
 def run(
     args: argparse.Namespace, spark: SparkSession, lake: Lake, topology: Topology, out: TextIO
 ) -> int:
-    as_of = _parse_as_of(args.as_of) if args.as_of else None
+    as_of = parse_as_of(args.as_of) if args.as_of else None
     runner = BatchRunner(spark, lake, topology, as_of, out)
     options = {}
     if args.as_of:
@@ -229,7 +229,7 @@ def main(
     try:
         config = load_config(args.conf)
         if args.as_of:
-            _parse_as_of(args.as_of)
+            parse_as_of(args.as_of)
     except ConfigError as error:
         print(f"configuration error: {error}", file=err)
         return 2
@@ -239,7 +239,7 @@ def main(
     lake = Lake.at(args.lake)
     try:
         check_lake(lake)
-    except (LakeSchemaError, DeltaLogError, OSError) as error:
+    except (LakeSchemaError, DeltaError, OSError) as error:
         print(f"lake error: {error}", file=err)
         return 1
     own_session = spark is None

@@ -13,7 +13,7 @@ The public API, by broker concept (each module's docstring says more):
 
 The names are imported on first use (PEP 562): Spark's Python workers import one
 module of this package to unpickle a UDF or a data source (``routing.breadcrumbs``,
-``routing.lake_source``), and each worker would otherwise import all of it first.
+``routing.lake_events``), and each worker would otherwise import all of it first.
 """
 
 from __future__ import annotations

@@ -42,15 +42,15 @@ from datetime import UTC, datetime
 from functools import reduce
 from pathlib import Path
 
-import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from routing import journal as events
 from routing import schemas
 from routing.breadcrumbs import ORIG_ADDRESS, ORIG_MESSAGE_ID, ORIG_QUEUE
-from routing.delta_log import TableLog, is_table
-from routing.lake import ADDRESSES, DELIVERIES, MANAGEMENT, Lake
+from routing.delta_tables import last_user_metadata
+from routing.lake import DELIVERIES, MANAGEMENT, Lake
+from routing.storage import TABLE, append_tables, read_table
 
 __all__ = [
     "DIVERTED",
@@ -137,23 +137,6 @@ class LakeFrames:
 _TABLES = ("messages", "queue_messages", "journal", "rejected", "deliveries", "management")
 
 
-def read_table(spark: SparkSession, path: str, schema: pa.Schema) -> DataFrame:
-    """One lake table through the registered ``lake`` source, read with its SPEC schema.
-
-    The schema is given rather than taken from the Delta log so that every table of
-    a kind reads alike (a producer's table created with a column of null type still
-    reads as strings), and a table that does not exist yet reads as empty.
-
-    :param path: the table's path (:class:`routing.lake.Lake` gives them).
-    :param schema: its Arrow schema from :mod:`routing.schemas`.
-    :return: the table's rows.
-    """
-    spark_schema = schemas.spark_schema(schema)
-    if not is_table(path):
-        return spark.createDataFrame([], spark_schema)
-    return spark.read.format("lake").schema(spark_schema).load(path)
-
-
 def load_lake(spark: SparkSession, root: str | os.PathLike[str] | Lake) -> LakeFrames:
     """Every table of the lake at ``root``, for the audit functions (reads only).
 
@@ -191,7 +174,7 @@ def lake_clock(root: str | os.PathLike[str] | Lake) -> datetime | None:
     lake exactly as far as they did in the audited one.
     """
     lake = root if isinstance(root, Lake) else Lake.at(root)
-    text = TableLog(lake.queue_messages).user_metadata()
+    text = last_user_metadata(lake.queue_messages)
     clock = json.loads(text).get("clock") if text else None
     if clock is None:
         return None
@@ -849,13 +832,11 @@ def _input_rows(spark: SparkSession, lake: Lake) -> DataFrame:
     frames = [
         read_table(spark, lake.table(source), schemas.MESSAGE)
         .where(F.col("copy_reason").isNull())
-        .withColumn("_table", F.lit(source))
+        .withColumn(TABLE, F.lit(source))
         for source in lake.address_sources()
     ]
     for table, schema in ((DELIVERIES, schemas.DELIVERY), (MANAGEMENT, schemas.MANAGEMENT)):
-        frames.append(
-            read_table(spark, lake.table(table), schema).withColumn("_table", F.lit(table))
-        )
+        frames.append(read_table(spark, lake.table(table), schema).withColumn(TABLE, F.lit(table)))
     return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
 
 
@@ -879,19 +860,7 @@ def copy_inputs(
         raise ValueError(f"scratch lake {target} is the audited lake; give another directory")
     if target.exists() and any(target.iterdir()):
         raise ValueError(f"scratch lake {target} is not empty; give a new directory")
-    rows = _input_rows(spark, Lake.at(source))
-    tables = {
-        f"{ADDRESSES}/*": {"columns": schemas.MESSAGE.names},
-        DELIVERIES: {"columns": schemas.DELIVERY.names},
-        MANAGEMENT: {"columns": schemas.MANAGEMENT.names},
-    }
-    (
-        rows.write.format("lake")
-        .mode("append")
-        .option("tableColumn", "_table")
-        .option("tables", json.dumps(tables))
-        .save(str(target))
-    )
+    append_tables(_input_rows(spark, Lake.at(source)), Lake.at(target))
 
 
 def route(

@@ -69,7 +69,7 @@ from these columns (:func:`event_row`)."""
 CHANGED = ("status", "delivery_count", "redeliver_at", "status_at")
 """The queue-row columns an event changes."""
 
-STATE_COLUMNS = (*KEY, "delivery_count", "redeliver_at", "routed_at", "status_at", "_file")
+STATE_COLUMNS = (*KEY, "delivery_count", "redeliver_at", "routed_at", "status_at")
 """What the fold reads of a queue row, besides the breadcrumbs a RETRY goes back to."""
 
 MOVE_COLUMNS = (*KEY, "at", "_kind", "_end", "_target", "_target_queue")
@@ -79,7 +79,7 @@ made by an event of ``_kind``."""
 
 @dataclass
 class Folded:
-    updated: DataFrame  # new state of every changed row: KEY + CHANGED + _file
+    updated: DataFrame  # new state of every changed row: KEY + CHANGED
     journal: DataFrame
     rejected: DataFrame
     moves: DataFrame  # MOVE_COLUMNS: the messages to copy (copies_of)
@@ -87,7 +87,7 @@ class Folded:
 
 
 def fold_state(queue_rows: DataFrame) -> DataFrame:
-    """The narrow view of PENDING queue rows (+ ``_file``) that :func:`fold` joins events to.
+    """The narrow view of PENDING queue rows that :func:`fold` joins events to.
 
     Example::
 
@@ -247,7 +247,6 @@ def fold(
         .otherwise(F.col("redeliver_at"))
         .alias("redeliver_at"),
         F.greatest(F.col("status_at"), F.col("at")).alias("status_at"),
-        "_file",
     )
     unmatched = rows.where(~known).select(*EVENT_COLUMNS)
     return Folded(

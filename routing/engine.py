@@ -98,9 +98,7 @@ class JobState:
 class BatchResult:
     """Everything a micro-batch writes, as lazy frames over the batch's scratch."""
 
-    queue_rows: (
-        DataFrame  # rows for queue_messages (QUEUE_ROW + _file: the PENDING file they replace)
-    )
+    queue_rows: DataFrame  # rows for queue_messages (QUEUE_ROW): new or changed
     journal: DataFrame
     rejected: DataFrame
     copies: DataFrame  # message rows to append to their address tables
@@ -217,7 +215,7 @@ def run_batch(
     The checkpoints of a plan set aside stay in ``scratch`` until the batch is written.
 
     :param events: the batch's rows of the ``lake_events`` source.
-    :param pending: PENDING rows of ``queue_messages`` before the batch (+ ``_file``).
+    :param pending: PENDING rows of ``queue_messages`` before the batch.
     :param state: the job state after the previous batch.
     :param scratch: keeps the checkpoints of the batch; released by the caller.
     :param as_of: ``--as-of`` in epoch µs.
@@ -309,7 +307,7 @@ def _plan_batch(
     found: list[tuple[str, tuple[int, int]]] = []
 
     positions = positions_frame(spark, state.positions)
-    old = pending.select(*QUEUE_ROW, "_file")
+    old = pending.select(*QUEUE_ROW)
     waiting = union_all([inputs.deliveries, inputs.by_id])
     journals: list[DataFrame] = []
     rejected: list[DataFrame] = [inputs.rejected]
@@ -330,7 +328,7 @@ def _plan_batch(
         copies += routed.copies
         if rounds > 1:
             copies.append(entering.select(*schemas.MESSAGE.names))
-        new = union_all(routed.entries).withColumn("_file", F.lit(None).cast("string"))
+        new = union_all(routed.entries)
         entries.append(new)
         in_play = union_all([old, new]) if rounds == 1 else new
         if rounds > 1 and not later_rounds_apply:
@@ -373,12 +371,13 @@ def _plan_batch(
     rejected.append(_no_such_message(waiting))
 
     changed = union_all(updated)
-    # the PENDING files holding a changed row are replaced: all their rows are written again
-    touched = changed.where(F.col("_file").isNotNull()).select("_file").distinct()
-    rewritten = union_all(
-        [union_all(entries), old.join(F.broadcast(touched), "_file", "left_semi")]
+    broadcast = facts.rows <= BROADCAST_CHANGES
+    # the rows written: every entry, and each PENDING row of an earlier batch that changed
+    keys = changed.select(*KEY)
+    touched = old.join(F.broadcast(keys) if broadcast else keys, list(KEY), "left_semi")
+    queue_rows = apply_changes(
+        union_all([union_all(entries), touched]), changed, broadcast=broadcast
     )
-    queue_rows = apply_changes(rewritten, changed, broadcast=facts.rows <= BROADCAST_CHANGES)
     return BatchResult(
         queue_rows=queue_rows,
         journal=union_all(journals),
@@ -412,8 +411,7 @@ def apply_changes(rows: DataFrame, changed: DataFrame, *, broadcast: bool) -> Da
             if c in CHANGED
             else F.col(c)
             for c in QUEUE_ROW
-        ],
-        "_file",
+        ]
     )
 
 

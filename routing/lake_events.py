@@ -1,38 +1,40 @@
 """The job's input: every input table of a lake as one stream, cut in event time.
 
-``spark.readStream.format("lake_events").load(lake_root)`` yields the rows of every
-``addresses/*`` table, ``deliveries/`` and ``management/`` in one schema
-(:data:`EVENT`), with the table they came from (``source``) and their position
-(``version``, ``file``, ``row``) for a stable order.
+``spark.readStream.format("lake_events").load(lake_root)`` plans the batches: its
+offsets are ``{"base": {source: v}, "tables": {source: v}, "until": t, "asOf": a}``
+and a batch holds the rows of every ``addresses/*`` table, ``deliveries/`` and
+``management/`` of those table versions whose event time (``sent_at`` or ``at``) is
+at most ``until`` and that no earlier batch held. ``maxEventsPerTrigger`` lowers
+``until`` instead of cutting versions, so a rate-limited run and a single batch see
+the same events in the same event-time order (docs/DESIGN.md). Rows that arrive later
+with an older time come in the next batch. ``asOf`` (option) is the ``--as-of`` of
+SPEC §5.4: raising it alone makes a new batch.
 
-Offsets are ``{"tables": {source: version}, "until": t, "asOf": a}``: a batch holds
-the rows of those table versions whose event time (``sent_at`` or ``at``) is at
-most ``until`` and that no earlier batch held. ``maxEventsPerTrigger`` lowers
-``until`` instead of cutting versions, so a rate-limited run and a single batch
-see the same events in the same event-time order (docs/DESIGN.md). Rows that
-arrive later with an older time come in the next batch. ``asOf`` (option) is the
-``--as-of`` of SPEC §5.4: raising it alone makes a new batch.
+The stream's rows are not the input rows but the *slices* a batch reads (:data:`SLICE`:
+a data file, the version that added it, the event-time range to take from it), planned
+from the tables' Delta metadata (:mod:`routing.delta_tables`). :func:`read_events`
+reads them with Spark's own Parquet reader, in the JVM, into :data:`EVENT` rows with
+their position (``version``, ``file``, ``row``) for a stable order; no input row goes
+through a Python worker.
 
 A row whose values cannot be read as the SPEC types (a timestamp without a zone, a
-properties map of numbers, an id that is not an integer...) is still emitted,
-with ``error`` saying why and ``raw`` holding the row as JSON, so the job can
-put it in ``rejected/``. A table that lacks a required column is an error of
-the lake, not of a row: the query stops with :class:`LakeSchemaError`.
+properties map of numbers, an id that is not an integer...) is still emitted, with
+``error`` saying why and ``raw`` holding the row as JSON, so the job can put it in
+``rejected/`` (:mod:`routing.normalise`). A table that lacks a required column is an
+error of the lake, not of a row: the query stops with :class:`LakeSchemaError`.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from itertools import groupby
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.streaming.datasource import (
@@ -44,8 +46,8 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from routing import lake, schemas
-from routing.delta_log import DataFile, TableLog
-from routing.lake_source import _parallelism, plan_partitions
+from routing._columns import literal_map, union_all
+from routing.delta_tables import DataFile, TableFiles, arrow_schema, is_table
 
 UNBOUNDED = 1 << 62
 """``until`` of an offset with no time bound (µs; far beyond any real time)."""
@@ -96,14 +98,14 @@ def kind_of(source: str) -> TableKind:
 
 def input_sources(root: lake.Lake) -> list[str]:
     """Lake paths of every input table that exists now."""
-    fixed = [s for s in (lake.DELIVERIES, lake.MANAGEMENT) if TableLog(root.table(s)).exists()]
+    fixed = [s for s in (lake.DELIVERIES, lake.MANAGEMENT) if is_table(root.table(s))]
     return root.address_sources() + fixed
 
 
 def check_table(root: lake.Lake, source: str) -> None:
     """Raise :class:`LakeSchemaError` if the table ``source`` lacks a required column."""
     kind = kind_of(source)
-    names = set(TableLog(root.table(source)).schema().names)
+    names = set(arrow_schema(root.table(source)).names)
     missing = [c for c in kind.required if c not in names]
     if missing:
         raise LakeSchemaError(
@@ -121,181 +123,75 @@ def check_lake(root: lake.Lake) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------
-# Normalisation of one file's rows (executors)
+# Slices: what a batch reads
 # --------------------------------------------------------------------------------------
 
+SLICE = pa.schema(
+    [
+        ("source", pa.string()),
+        ("location", pa.string()),
+        ("file", pa.string()),
+        ("version", pa.int64()),
+        ("after", pa.int64()),
+        ("upto", pa.int64()),
+        ("schema", pa.string()),
+    ]
+)
+"""One data file a batch reads: the rows of ``file`` (of table ``source`` at
+``location``, added by ``version``) whose event time is in ``(after, upto]``; ``after``
+null: any time up to ``upto``, nulls included (a file is read so exactly once, when it is
+new). ``schema`` is the table's Spark schema (JSON), so that every file of a table reads
+alike."""
 
-def _micros_of_iso(text: str) -> int | None:
-    try:
-        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        return None
-    return int(moment.timestamp()) * 1_000_000 + moment.microsecond
+
+def slice_row(
+    source: str, table: str, f: DataFile, after: int | None, upto: int, schema: str
+) -> tuple:
+    return (source, f.location(table), f.path, f.version, after, upto, schema)
 
 
-def coerce(
-    column: pa.Array, target: pa.DataType, name: str
-) -> tuple[pa.Array, list[str | None] | None]:
-    """``column`` as ``target``, and per row the reason it could not be (None: no failures).
+def _time(source: str) -> str:
+    return kind_of(source).time_column
 
-    Rows that fail are null in the result.
+
+def read_events(spark: SparkSession, slices: Sequence[Row]) -> DataFrame:
+    """The input rows of a batch's slices as :data:`EVENT` rows, read by Spark's Parquet
+    reader (one read per table and time range) and normalised to the SPEC types.
+
+    Example::
+
+        events = read_events(spark, batch.collect())  # in foreachBatch
     """
-    n = len(column)
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
-    if pa.types.is_dictionary(column.type):
-        column = column.dictionary_decode()
-    source = column.type
-    if source.equals(target) or pa.types.is_null(source):
-        return column.cast(target), None
+    from routing.normalise import normalise
 
-    def failed(reason: str) -> tuple[pa.Array, list[str | None]]:
-        valid = column.is_valid().to_pylist()
-        return pa.nulls(n, target), [reason if v else None for v in valid]
-
-    if pa.types.is_timestamp(target):
-        if pa.types.is_timestamp(source):
-            if source.tz is None:
-                return failed(f"{name}: timestamp without a time zone")
-            return column.cast(target, safe=False), None
-        if pa.types.is_string(source) or pa.types.is_large_string(source):
-            values = [None if v is None else _micros_of_iso(v) for v in column.to_pylist()]
-            reasons = [
-                f"{name}: {raw!r} is not a timestamp with a time zone"
-                if raw is not None and v is None
-                else None
-                for raw, v in zip(column.to_pylist(), values, strict=True)
-            ]
-            return pa.array(values, pa.int64()).cast(target), reasons
-        return failed(f"{name}: {source} is not a timestamp")
-    if pa.types.is_integer(target):
-        if pa.types.is_integer(source):
-            try:
-                return column.cast(target), None
-            except pa.ArrowInvalid:
-                limit = pc.cast(column, pa.int64(), safe=False)
-                ok = column.cast(pa.float64()).to_pylist()
-                lo, hi = (-(2**31), 2**31 - 1) if target == pa.int32() else (-(2**63), 2**63 - 1)
-                reasons = [
-                    None if v is None or lo <= v <= hi else f"{name}: {v:.0f} is out of range"
-                    for v in ok
-                ]
-                values = [None if r else v for v, r in zip(limit.to_pylist(), reasons, strict=True)]
-                return pa.array(values, target), reasons
-        if pa.types.is_string(source) or pa.types.is_large_string(source):
-            values, reasons = [], []
-            for raw in column.to_pylist():
-                try:
-                    values.append(None if raw is None else int(raw.strip()))
-                    reasons.append(None)
-                except ValueError:
-                    values.append(None)
-                    reasons.append(f"{name}: {raw!r} is not an integer")
-            return pa.array(values, target), reasons
-        return failed(f"{name}: {source} is not an integer")
-    if pa.types.is_string(target):
-        if pa.types.is_string(source) or pa.types.is_large_string(source):
-            return column.cast(target), None
-        return failed(f"{name}: {source} is not a string")
-    if pa.types.is_boolean(target):
-        return failed(f"{name}: {source} is not a boolean")
-    if pa.types.is_binary(target):
-        if pa.types.is_large_binary(source) or pa.types.is_fixed_size_binary(source):
-            return column.cast(target), None
-        if pa.types.is_string(source) or pa.types.is_large_string(source):
-            return column.cast(pa.binary()), None
-        return failed(f"{name}: {source} is not binary")
-    if pa.types.is_map(target):
-        if pa.types.is_map(source) and _stringish(source.key_type) and _stringish(source.item_type):
-            return column.cast(target), None
-        return failed(f"{name}: {source} is not a map of strings to strings")
-    return failed(f"{name}: {source} cannot be read as {target}")
-
-
-def _stringish(kind: pa.DataType) -> bool:
-    return pa.types.is_string(kind) or pa.types.is_large_string(kind)
-
-
-def _json_value(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode("ascii")
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, list) and value and isinstance(value[0], tuple):
-        return {str(k): _json_value(v) for k, v in value}
-    if isinstance(value, dict):
-        return {str(k): _json_value(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_json_value(v) for v in value]
-    return value
-
-
-def raw_json(table: pa.Table, index: int) -> str:
-    """The row as JSON, the way the producer wrote it (bytes base64, times ISO)."""
-    row = table.slice(index, 1).to_pylist()[0]
-    return json.dumps({k: _json_value(v) for k, v in row.items()}, sort_keys=True, default=str)
-
-
-def normalise(raw: pa.Table, source: str, version: int, file: str, first_row: int) -> pa.Table:
-    """Rows of one file (already read) as :data:`EVENT` rows, with per-row errors."""
-    kind = kind_of(source)
-    n = raw.num_rows
-    arrays: dict[str, pa.Array] = {}
-    errors: list[str | None] | None = None
-    for target in kind.schema:
-        if target.name not in raw.column_names:
-            arrays[target.name] = pa.nulls(n, target.type)
-            continue
-        values, reasons = coerce(raw.column(target.name), target.type, target.name)
-        arrays[target.name] = values
-        errors = _first_reason(errors, reasons)
-    if lake.is_address_source(source):
-        errors = _first_reason(errors, _misplaced(arrays["address"], source))
-    constants = {"source": source, "version": version, "file": file}
-    columns = []
-    for target in EVENT:
-        if target.name in arrays:
-            columns.append(arrays[target.name])
-        elif target.name in constants:
-            columns.append(pa.repeat(pa.scalar(constants[target.name], target.type), n))
-        elif target.name == "row":
-            columns.append(pa.array(np.arange(first_row, first_row + n, dtype=np.int64)))
-        elif target.name == "error" and errors is not None:
-            columns.append(pa.array(errors, pa.string()))
-        elif target.name == "raw" and errors is not None:
-            columns.append(
-                pa.array(
-                    [raw_json(raw, i) if e else None for i, e in enumerate(errors)], pa.string()
-                )
+    frames = []
+    ordered = sorted(slices, key=lambda s: (s.source, s.after is not None))
+    for (source, _), group in groupby(ordered, key=lambda s: (s.source, s.after is not None)):
+        pieces = list(group)
+        first = pieces[0]
+        names = {p.location.rsplit("/", 1)[-1]: p for p in pieces}
+        name = F.col("_metadata.file_name")
+        rows = (
+            spark.read.schema(StructType.fromJson(json.loads(first.schema)))
+            .parquet(*[p.location for p in pieces])
+            .withColumns(
+                {
+                    "_version": literal_map({n: p.version for n, p in names.items()}, "long")[name],
+                    "_file": literal_map({n: p.file for n, p in names.items()})[name],
+                    "_row": F.col("_metadata.row_index"),
+                }
             )
+        )
+        events = normalise(rows, source)
+        time = F.unix_micros(F.col(_time(source)))
+        if first.after is None:
+            keep = time.isNull() | (time <= F.lit(first.upto))
         else:
-            columns.append(pa.nulls(n, target.type))
-    return pa.Table.from_arrays(columns, schema=EVENT)
-
-
-def _first_reason(
-    errors: list[str | None] | None, reasons: list[str | None] | None
-) -> list[str | None] | None:
-    if reasons is None:
-        return errors
-    if errors is None:
-        return reasons
-    return [e or r for e, r in zip(errors, reasons, strict=True)]
-
-
-def _misplaced(addresses: pa.Array, source: str) -> list[str | None] | None:
-    """A row must be in the table of the address it names (SPEC §3 dir(address))."""
-    wrong = {}
-    for value in pc.unique(addresses).to_pylist():
-        if value is None or value == "":
-            continue
-        if lake.address_source(value) != source:
-            wrong[value] = f"address {value!r} does not belong in table {source}"
-    if not wrong:
-        return None
-    return [wrong.get(a) for a in addresses.to_pylist()]
+            keep = (time > F.lit(first.after)) & (time <= F.lit(first.upto))
+        frames.append(events.where(keep))
+    if not frames:
+        return spark.createDataFrame([], from_arrow_schema(EVENT))
+    return union_all(frames)
 
 
 # --------------------------------------------------------------------------------------
@@ -303,45 +199,10 @@ def _misplaced(addresses: pa.Array, source: str) -> list[str | None] | None:
 # --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class EventSlice:
-    """Rows of one file whose event time is in ``(after, upto]`` (``after`` None: any,
-    nulls included — a file is read with ``after=None`` exactly once, when it is new)."""
-
-    source: str
-    location: str
-    path: str
-    version: int
-    after: int | None
-    upto: int
-    row_groups: tuple[int, ...] | None = None
-    first_row: int = 0
-
-
-class EventPartition(InputPartition):
-    def __init__(self, files: Sequence[EventSlice]) -> None:
-        super().__init__(list(files))
-        self.files = list(files)
-
-
-def read_slice(piece: EventSlice) -> Iterator[pa.RecordBatch]:
-    kind = kind_of(piece.source)
-    parquet = pq.ParquetFile(piece.location)
-    wanted = [c for c in kind.schema.names if c in parquet.schema_arrow.names]
-    offset = piece.first_row
-    groups = list(piece.row_groups) if piece.row_groups is not None else None
-    for batch in parquet.iter_batches(batch_size=65_536, columns=wanted, row_groups=groups):
-        table = pa.Table.from_batches([batch])
-        events = normalise(table, piece.source, piece.version, piece.path, offset)
-        offset += table.num_rows
-        times = events.column(kind.time_column).cast(pa.int64())
-        keep = pc.less_equal(times, piece.upto)
-        if piece.after is None:
-            keep = pc.or_kleene(keep, pc.is_null(times))
-        else:
-            keep = pc.and_kleene(keep, pc.greater(times, piece.after))
-        keep = pc.fill_null(keep, False)
-        yield from events.filter(keep).to_batches()
+class SlicePartition(InputPartition):
+    def __init__(self, slices: Sequence[tuple]) -> None:
+        super().__init__(list(slices))
+        self.slices = list(slices)
 
 
 class LakeEventsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -358,14 +219,22 @@ class LakeEventsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.max_events = (
             int(options["maxeventspertrigger"]) if "maxeventspertrigger" in options else None
         )
-        self.as_of = _parse_as_of(options.get("asof"))
+        self.as_of = parse_as_of(options.get("asof"))
         self.cap: dict[str, int] | None = None
-        self._logs: dict[str, TableLog] = {}
+        self._logs: dict[str, TableFiles] = {}
+        self._schemas: dict[tuple[str, int], str] = {}
 
-    def _log(self, source: str) -> TableLog:
+    def _log(self, source: str) -> TableFiles:
         if source not in self._logs:
-            self._logs[source] = TableLog(self.lake.table(source))
+            self._logs[source] = TableFiles(self.lake.table(source), _time(source))
         return self._logs[source]
+
+    def _schema(self, source: str, version: int) -> str:
+        """The table's Spark schema (JSON) at ``version``."""
+        if (source, version) not in self._schemas:
+            schema = arrow_schema(self.lake.table(source), version)
+            self._schemas[(source, version)] = from_arrow_schema(schema).json()
+        return self._schemas[(source, version)]
 
     def _versions(self) -> dict[str, int]:
         versions = {}
@@ -430,50 +299,40 @@ class LakeEventsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {"base": base, "tables": versions, "until": until, "asOf": as_of}
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        pieces: list[EventSlice] = []
-        sizes: list[int] = []
+        """One partition holding every slice of the batch: they are few, and small."""
+        slices: list[tuple] = []
         for source, version in end["tables"].items():
-            location = self.lake.table(source)
+            table = self.lake.table(source)
+            schema = self._schema(source, version)
             seen = start["tables"].get(source, -1)
             if end["until"] > start["until"]:
-                for f in self._held(source, end["base"].get(source, -1), seen, start["until"]):
-                    pieces.append(
-                        EventSlice(
-                            source,
-                            f.location(location),
-                            f.path,
-                            f.version,
-                            start["until"],
-                            end["until"],
-                        )
-                    )
-                    sizes.append(f.size)
-            for f in self._log(source).added(seen, version):
-                pieces.append(
-                    EventSlice(source, f.location(location), f.path, f.version, None, end["until"])
-                )
-                sizes.append(f.size)
-        return [EventPartition(p.files) for p in plan_partitions(pieces, sizes, _parallelism())]
+                held = self._held(source, end["base"].get(source, -1), seen, start["until"])
+                slices += [
+                    slice_row(source, table, f, start["until"], end["until"], schema) for f in held
+                ]
+            slices += [
+                slice_row(source, table, f, None, end["until"], schema)
+                for f in self._log(source).added(seen, version)
+            ]
+        return [SlicePartition(slices)]
 
-    def read(self, partition: EventPartition) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: SlicePartition) -> Iterator[tuple]:
         # Spark plans one bare InputPartition when partitions() returns none
-        for piece in getattr(partition, "files", ()):
-            yield from read_slice(piece)
+        yield from getattr(partition, "slices", ())
 
     def commit(self, end: dict) -> None:
         pass
 
 
 def _later_than(f: DataFile, until: int) -> bool:
-    bound = _file_max(f)
-    return bound is None or bound > until
+    return f.max_time is None or f.max_time > until
 
 
 def _cut(files: Sequence[DataFile], max_rows: int) -> int:
     """The smallest file-time boundary giving a batch of about ``max_rows`` rows."""
     total = 0
     for bound, rows in sorted(
-        (_file_max(f), f.num_records or 0) for f in files if _file_max(f) is not None
+        (f.max_time, f.num_records or 0) for f in files if f.max_time is not None
     ):
         total += rows
         if total >= max_rows:
@@ -481,20 +340,12 @@ def _cut(files: Sequence[DataFile], max_rows: int) -> int:
     return UNBOUNDED
 
 
-def _file_max(f: DataFile) -> int | None:
-    for column in ("sent_at", "at"):
-        bound = f.max_micros(column)
-        if bound is not None:
-            return bound
-    return None
-
-
-def _parse_as_of(value: str | None) -> int:
+def parse_as_of(value: str | None) -> int:
     if value is None or value == "":
         return NO_AS_OF
     if value.lstrip("-").isdigit():
         return int(value)
-    micros = _micros_of_iso(value)
+    micros = micros_of_iso(value)
     if micros is None:
         raise ValueError(
             f"asOf {value!r}: expected an ISO-8601 time with a zone, e.g. 2026-01-01T00:00:00Z"
@@ -510,7 +361,7 @@ class LakeEventsDataSource(DataSource):
         return "lake_events"
 
     def schema(self) -> StructType:
-        return from_arrow_schema(EVENT)
+        return from_arrow_schema(SLICE)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         options = {k.lower(): v for k, v in self.options.items()}
@@ -520,4 +371,17 @@ class LakeEventsDataSource(DataSource):
         return LakeEventsReader(root, options)
 
 
-DATA_SOURCES: list[type[DataSource]] = [LakeEventsDataSource]
+def micros_of_iso(text: str) -> int | None:
+    """Epoch µs of an ISO-8601 time with a zone; None without a zone or when unreadable."""
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        return None
+    return int(moment.timestamp()) * 1_000_000 + moment.microsecond
+
+
+def register(spark: SparkSession) -> None:
+    """Register the ``lake_events`` source with the session (idempotent)."""
+    spark.dataSource.register(LakeEventsDataSource)

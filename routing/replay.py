@@ -17,7 +17,6 @@ job then validates the rows the way it validates any input.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +38,7 @@ from routing import lake as layout
 from routing import schemas
 from routing._columns import literal_map, tagged_union
 from routing.lake import Lake, address_source
+from routing.storage import TABLE, append_tables
 
 KINDS = ("send", "delivery", "management")
 ZONED = r"(Z|z|[+-]\d\d(:?\d\d)?)$"
@@ -337,35 +337,22 @@ def lake_rows(loaded: Loaded, addresses: Sequence[str]) -> DataFrame:
             F.col(c) if c in loaded.records.columns else F.lit(None).cast(MESSAGE_TYPES[c]).alias(c)
             for c in schemas.MESSAGE.names
         ],
-        sources[F.col("address")].alias("_table"),
+        sources[F.col("address")].alias(TABLE),
     )
     deliveries = loaded.records.where(F.col("kind") == "delivery").select(
-        *schemas.DELIVERY.names, F.lit(layout.DELIVERIES).alias("_table")
+        *schemas.DELIVERY.names, F.lit(layout.DELIVERIES).alias(TABLE)
     )
     management = loaded.records.where(F.col("kind") == "management").select(
-        *schemas.MANAGEMENT.names, F.lit(layout.MANAGEMENT).alias("_table")
+        *schemas.MANAGEMENT.names, F.lit(layout.MANAGEMENT).alias(TABLE)
     )
-    rejected = loaded.rejected.withColumn("_table", F.lit(layout.REJECTED))
+    rejected = loaded.rejected.withColumn(TABLE, F.lit(layout.REJECTED))
     return tagged_union([messages, deliveries, management, rejected])
 
 
 def write(lake: Lake, rows: DataFrame, paths: Sequence[str]) -> None:
-    """Append the rows to the lake, one commit per table; loading the same logs again is a no-op."""
-    tables = {
-        f"{layout.ADDRESSES}/*": {"columns": schemas.MESSAGE.names},
-        layout.DELIVERIES: {"columns": schemas.DELIVERY.names},
-        layout.MANAGEMENT: {"columns": schemas.MANAGEMENT.names},
-        layout.REJECTED: {"columns": schemas.REJECTED.names},
-    }
-    (
-        rows.write.format("lake")
-        .mode("append")
-        .option("tableColumn", "_table")
-        .option("tables", json.dumps(tables))
-        .option("txnAppId", f"jobs.replay:{logs_id(paths)}")
-        .option("txnVersion", "0")
-        .save(lake.root)
-    )
+    """Append the rows to the lake, one commit per table; loading the same logs again is a no-op
+    (each table's commit is the app transaction of the logs' content)."""
+    append_tables(rows, lake, app_id=f"jobs.replay:{logs_id(paths)}", txn_version=0)
 
 
 def logs_id(paths: Sequence[str]) -> str:

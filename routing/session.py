@@ -13,6 +13,16 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 _LOG4J = Path(__file__).with_name("log4j2.properties")
+DELTA_JARS = Path(os.environ.get("ROUTING_DELTA_JARS", Path(__file__).parents[1] / "jars" / "lib"))
+"""Delta's JVM connector and its own dependencies, fetched by ``make setup`` (jars/pom.xml)."""
+
+DELTA_CONF: dict[str, str] = {
+    # What configure_spark_with_delta_pip sets up, with the jars fetched at setup.
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    # Small machine, as Delta's own tests run: a snapshot's state in few partitions.
+    "spark.databricks.delta.snapshotPartitions": "2",
+}
 
 EMBEDDED_CONF: dict[str, str] = {
     # A small machine: few shuffle partitions, adaptive execution coalesces further.
@@ -30,6 +40,8 @@ EMBEDDED_CONF: dict[str, str] = {
     # sorting both sides (the wide message rows meet their narrow round-robin choices)
     "spark.sql.adaptive.maxShuffledHashJoinLocalMapThreshold": "32m",
     "spark.local.dir": os.environ.get("ROUTING_SPARK_LOCAL_DIR", "/tmp/routing-spark"),
+    # no Hive metastore or warehouse folder in the working directory
+    "spark.sql.catalogImplementation": "in-memory",
     "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG4J} -XX:-DontCompileHugeMethods",
 }
 
@@ -50,6 +62,21 @@ COMMON_CONF: dict[str, str] = {
 }
 
 
+class MissingDeltaError(RuntimeError):
+    """Delta's JVM connector is not there: the jars were never fetched, or a cluster lacks them."""
+
+
+def delta_jars() -> str:
+    """The fetched connector jars, comma-separated for ``spark.jars``."""
+    jars = sorted(DELTA_JARS.glob("*.jar")) if DELTA_JARS.is_dir() else []
+    if not any(j.name.startswith("delta-spark_") for j in jars):
+        raise MissingDeltaError(
+            f"Delta's JVM connector is not in {DELTA_JARS}: run `make setup` "
+            "(it fetches io.delta:delta-spark_4.2_2.13 with Maven), or set ROUTING_DELTA_JARS"
+        )
+    return ",".join(str(j) for j in jars)
+
+
 def under_spark_submit() -> bool:
     """True when the Python driver was launched by ``spark-submit`` (the JVM came first)."""
     return "PYSPARK_GATEWAY_PORT" in os.environ
@@ -61,12 +88,13 @@ def build_session(
     master: str | None = None,
     conf: dict[str, str] | None = None,
 ) -> SparkSession:
-    """Build (or return) the session and register the lake data sources.
+    """Build (or return) the session with Delta's JVM connector and the job's input source.
 
     Embedded default: ``local[*]`` (or ``ROUTING_SPARK_MASTER``), sized for a
-    2-core machine, Python workers on this interpreter, quiet logs. Under
-    ``spark-submit`` the master and resources come from the command line and
-    only the settings the job relies on (UTC, Arrow) are added.
+    2-core machine, Python workers on this interpreter, quiet logs, Delta's jars from
+    ``make setup``. Under ``spark-submit`` the master, resources and Delta's jars
+    (``--packages`` or ``--jars``) come from the command line and only the settings the
+    job relies on (UTC, Arrow, Delta's extension and catalog) are added.
 
     :param app_name: the Spark application name.
     :param master: overrides the master for the embedded default.
@@ -78,10 +106,11 @@ def build_session(
         spark = build_session("routing-tests", conf={"spark.sql.shuffle.partitions": "2"})
     """
     builder = SparkSession.builder.appName(app_name)
-    settings = dict(COMMON_CONF)
+    settings = {**COMMON_CONF, **DELTA_CONF}
     if not under_spark_submit():
         builder = builder.master(master or os.environ.get("ROUTING_SPARK_MASTER", "local[*]"))
         settings.update(EMBEDDED_CONF)
+        settings["spark.jars"] = delta_jars()
         settings["spark.pyspark.python"] = sys.executable
         settings["spark.pyspark.driver.python"] = sys.executable
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -90,17 +119,26 @@ def build_session(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("ROUTING_LOG_LEVEL", "WARN"))
-    from routing.lake_source import register
+    if not has_jvm_delta(spark):
+        raise MissingDeltaError(
+            "Delta's JVM connector is not on the classpath: pass --packages "
+            "io.delta:delta-spark_4.2_2.13:4.4.1 (or --jars) to spark-submit"
+        )
+    from routing.lake_events import register
 
     register(spark)
     return spark
 
 
 def has_jvm_delta(spark: SparkSession) -> bool:
-    """True when the JVM Delta connector (``io.delta:delta-spark``) is on the classpath."""
+    """True when the JVM Delta connector (``io.delta:delta-spark``) is on the classpath.
+
+    Spark's class loader is asked, not the system one: ``spark.jars`` and ``--jars`` are
+    loaded by Spark's own loader.
+    """
     try:
         jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
-        jvm.java.lang.Class.forName("io.delta.tables.DeltaTable")
+        jvm.org.apache.spark.util.Utils.classForName("io.delta.tables.DeltaTable", True, False)
         return True
     except Exception:
         return False

@@ -1,8 +1,9 @@
-"""The job on a real Spark standalone cluster (issue 9), and the storage it picks there.
+"""The job on a real Spark standalone cluster (issue 9), with Delta's JVM connector.
 
 A master and a worker are started on loopback from the installed pyspark
 (``spark-class …Master`` / ``…Worker``); ``spark-submit --py-files project.zip
-jobs/replay.py`` replays a demo workload on it, and the tables it writes must equal
+jobs/replay.py`` (with ``--jars`` the connector ``make setup`` fetched, as the README's
+command line) replays a demo workload on it, and the tables it writes must equal
 those of the same replay run in the tests' local session. Every process started here
 runs in its own process group and is killed at the end, whatever the outcome.
 
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import inspect
 import io
 import json
 import os
@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pyspark
 import pytest
 from deltalake import DeltaTable
@@ -37,14 +36,13 @@ from pyspark.sql import DataFrame, SparkSession
 
 from jobs import demo
 from jobs import replay as replay_job
-from routing import jvm_storage
-from routing.delta_log import TableLog
+from routing.delta_tables import is_table
 from routing.lake import Lake
-from routing.lake_source import conform
 from routing.schemas import MESSAGE
-from routing.session import has_jvm_delta
-from routing.storage import LakeStorage, storage_for
+from routing.session import DELTA_CONF, delta_jars, has_jvm_delta
+from routing.storage import DeltaStorage
 from tests.frames import assert_rows_equal
+from tests.lakeio import read_table
 
 ROOT = Path(__file__).resolve().parents[1]
 BROKER = ROOT / "conf" / "broker.xml"
@@ -273,7 +271,8 @@ class Cluster:
             **(conf or {}),
         }
         command = [str(SPARK_HOME / "bin" / "spark-submit"), "--master", self.url]
-        for key, value in settings.items():
+        command += ["--jars", delta_jars()]
+        for key, value in {**DELTA_CONF, **settings}.items():
             command += ["--conf", f"{key}={value}"]
         command += ["--py-files", str(project_zip(self.work)), *app]
         return Job.start(command, log)
@@ -392,23 +391,27 @@ TABLE_KEYS = {
 
 
 def read_lake_table(spark: SparkSession, lake: Path, relative: str) -> DataFrame:
-    return spark.read.format("lake").load(Lake.at(lake).table(relative))
+    return spark.read.format("delta").load(Lake.at(lake).table(relative))
 
 
 def address_rows(lake: Path) -> pa.Table:
-    """Every ``addresses/*`` table's rows (with ``source``), read file by file from the Delta
-    log's snapshot with pyarrow: independent of the job's own reader, and of the table's
-    declared column types (see
-    :func:`test_replayed_address_tables_stay_readable_after_the_job_writes_copies`)."""
+    """Every ``addresses/*`` table's rows (with ``source``), read with delta-rs: independent
+    of the job's own reader, and conformed to the SPEC's message columns."""
     root = Lake.at(lake)
     sources = root.address_sources()
     assert sources, f"no address tables in {lake}"
     parts = []
     for source in sources:
-        location = root.table(source)
-        for file in TableLog(location).snapshot():
-            rows = pa.Table.from_batches([conform(pq.read_table(file.location(location)), MESSAGE)])
-            parts.append(rows.append_column("source", pa.array([source] * rows.num_rows)))
+        table = read_table(root.table(source))
+        rows = pa.table(
+            {
+                f.name: table.column(f.name).cast(f.type)
+                if f.name in table.column_names
+                else pa.nulls(table.num_rows, f.type)
+                for f in MESSAGE
+            }
+        )
+        parts.append(rows.append_column("source", pa.array([source] * rows.num_rows)))
     return pa.concat_tables(parts)
 
 
@@ -427,7 +430,7 @@ def assert_lakes_equal(spark: SparkSession, actual: Path, expected: Path) -> Non
         ignore_nullable=True,
     )
     for table, keys in TABLE_KEYS.items():
-        exists = [TableLog(Lake.at(lake).table(table)).exists() for lake in (actual, expected)]
+        exists = [is_table(Lake.at(lake).table(table)) for lake in (actual, expected)]
         assert exists[0] == exists[1], f"{table}: in one lake only"
         if not exists[0]:
             continue
@@ -476,32 +479,20 @@ def test_a_replay_on_the_cluster_equals_the_local_replay(spark, cluster, tmp_pat
     assert len(reasons) == 4 and any("no PENDING message 9000002" in r for r in reasons)
 
 
-def test_storage_for_picks_delta_rs_without_the_jvm_connector(spark, tmp_path):
-    lake = Lake.at(tmp_path / "lake")
-    assert not has_jvm_delta(spark)
-    assert isinstance(storage_for(spark, lake), LakeStorage)
+def test_the_session_runs_delta_s_jvm_connector(spark):
+    assert has_jvm_delta(spark)
+    assert spark.conf.get("spark.sql.extensions") == DELTA_CONF["spark.sql.extensions"]
 
 
-def test_the_jvm_storage_has_the_interface_of_the_delta_rs_storage():
-    for name in ("events", "pending", "state", "done", "write"):
-        ours = inspect.signature(getattr(jvm_storage.JvmDeltaStorage, name))
-        theirs = inspect.signature(getattr(LakeStorage, name))
-        assert list(ours.parameters) == list(theirs.parameters), name
-    assert jvm_storage.JvmDeltaStorage(Lake.at("/tmp/x")).name == "delta-jvm"
-
-
-def test_the_jvm_storage_reads_job_state_from_an_ordinary_delta_log(spark, tmp_path_factory):
-    """``done`` and ``state`` read the Delta log itself, so they work on tables either engine
-    wrote; here on the reference lake, which the embedded storage wrote."""
+def test_the_storage_reads_the_job_state_and_transactions_of_the_lake(spark, tmp_path_factory):
+    """``done`` and ``state`` come from the ``queue_messages`` commits of the job's batches."""
     lake = local_replay(spark, tmp_path_factory)
     metadata = json.loads((lake / "_checkpoints" / "route" / "metadata").read_text())
     app_id = f"jobs.route:{metadata['id']}"
-    ours = jvm_storage.JvmDeltaStorage(Lake.at(lake))
-    theirs = LakeStorage(Lake.at(lake))
-    assert ours.done(app_id, 0) and theirs.done(app_id, 0)
-    assert not ours.done(app_id, 1_000) and not ours.done("another-app", 0)
-    assert ours.state() == theirs.state()
-    assert ours.state().clock is not None
+    storage = DeltaStorage(Lake.at(lake))
+    assert storage.done(app_id, 0)
+    assert not storage.done(app_id, 1_000) and not storage.done("another-app", 0)
+    assert storage.state().clock is not None
 
 
 def test_replayed_address_tables_stay_readable_after_the_job_writes_copies(spark, tmp_path_factory):
@@ -510,5 +501,5 @@ def test_replayed_address_tables_stay_readable_after_the_job_writes_copies(spark
     assert (
         pa.schema(DeltaTable(payments).schema().to_arrow()).field("copy_reason").type == pa.string()
     )
-    rows = spark.read.format("lake").load(payments).where("copy_reason = 'RETRY'").count()
+    rows = spark.read.format("delta").load(payments).where("copy_reason = 'RETRY'").count()
     assert rows > 0

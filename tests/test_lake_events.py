@@ -9,7 +9,7 @@ import pytest
 
 from routing import schemas
 from routing.lake import Lake
-from routing.lake_events import UNBOUNDED
+from routing.lake_events import UNBOUNDED, read_events
 from tests.lakeio import append, at
 
 
@@ -31,14 +31,16 @@ def deliver(lake: Lake, *events: tuple[str, int, str, int]) -> None:
 
 
 def run(spark, lake: Lake, checkpoint: str, **options) -> list[list]:
-    """Run the stream available-now; return the rows of each micro-batch."""
+    """Run the stream available-now; return the input rows of each micro-batch."""
     batches: list[list] = []
     reader = spark.readStream.format("lake_events")
     for key, value in options.items():
         reader = reader.option(key, str(value))
     query = (
         reader.load(lake.root)
-        .writeStream.foreachBatch(lambda df, _: batches.append(df.collect()))
+        .writeStream.foreachBatch(
+            lambda df, _: batches.append(read_events(spark, df.collect()).collect())
+        )
         .option("checkpointLocation", checkpoint)
         .trigger(availableNow=True)
         .start()
@@ -145,7 +147,7 @@ def test_rows_of_the_wrong_types_come_with_a_reason(spark, tmp_path):
 
     bad = rows[("addresses/naive", 0)]
     assert bad.error == "sent_at: timestamp without a time zone"
-    assert '"properties": {"n": 1}' in bad.raw
+    assert '"properties":{"n":1}' in bad.raw
     assert (
         rows[("addresses/texty", 0)].error is None and rows[("addresses/texty", 0)].message_id == 7
     )

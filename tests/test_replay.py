@@ -199,7 +199,7 @@ def test_replaying_the_sample_log_routes_retries_and_moves(spark, tmp_path):
     }
     assert "summary:" in out.getvalue()
     # the tables replay creates have the SPEC's types: the RETRY copy appended by the job reads back
-    payments = spark.read.format("lake").load(Lake.at(lake).address_table("payments"))
+    payments = spark.read.format("delta").load(Lake.at(lake).address_table("payments"))
     assert dict(payments.dtypes)["copy_reason"] == "string"
     assert sorted((r.copy_reason or "") for r in payments.collect()) == ["", "RETRY"]
 
