@@ -133,7 +133,7 @@ class BatchRunner:
                 as_of=self.as_of,
                 taken=self.storage.taken(self.spark, batch_id),
             )
-            state = JobState(result.clock, positions_of(result.positions))
+            state = JobState(result.clock, positions_of(result.positions), result.created)
             written = self.storage.write(
                 outputs(result, router.source_of, batch_id), state, app_id, batch_id
             )

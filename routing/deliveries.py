@@ -42,6 +42,7 @@ from routing.ids import copy_id
 from routing.lake import DELIVERIES
 from routing.scratch import Scratch
 from routing.sequences import in_order
+from routing.topology import moment
 
 EXPIRE_KIND, DELIVERY_KIND, MANAGEMENT_KIND = 1, 2, 3
 ACK, ROLLBACK = "ACK", "ROLLBACK"
@@ -71,8 +72,9 @@ CHANGED = ("status", "delivery_count", "redeliver_at", "status_at")
 STATE_COLUMNS = (*KEY, "delivery_count", "redeliver_at", "routed_at", "status_at")
 """What the fold reads of a queue row, besides the breadcrumbs a RETRY goes back to."""
 
-MOVE_COLUMNS = (*KEY, "at", "_end", "_target", "_target_queue")
-"""A move: the message leaving ``queue`` at ``at`` for ``_target`` (``_target_queue``)."""
+MOVE_COLUMNS = (*KEY, "at", "_kind", "_end", "_target", "_target_queue")
+"""A move: the message leaving ``queue`` at ``at`` for ``_target`` (``_target_queue``),
+made by an event of ``_kind``."""
 
 
 @dataclass
@@ -113,10 +115,12 @@ def no_pending_message() -> Column:
     )
 
 
-def retry_target_ok(queue_addresses: Mapping[str, str]) -> Column:
-    """RETRY needs ``_AMQ_ORIG_QUEUE`` naming a queue on the ``_AMQ_ORIG_ADDRESS`` it carries."""
+def retry_target_ok(queue_addresses: Mapping[str, str], exists: Column | None = None) -> Column:
+    """RETRY needs ``_AMQ_ORIG_QUEUE`` naming a queue on the ``_AMQ_ORIG_ADDRESS`` it carries
+    (and that exists at the event's time: ``exists``, over ``_orig_queue`` and ``at``)."""
     target = literal_map(queue_addresses)[F.col("_orig_queue")]
-    return F.coalesce(target == F.col("_orig_address"), F.lit(False))
+    ok = F.coalesce(target == F.col("_orig_address"), F.lit(False))
+    return ok if exists is None else ok & exists
 
 
 def fold(
@@ -125,6 +129,7 @@ def fold(
     facts: DataFrame,
     queue_addresses: Mapping[str, str],
     scratch: Scratch,
+    retry_target_exists: Column | None = None,
 ) -> Folded:
     """Apply ``events`` to the PENDING rows ``state`` of their (queue, message).
 
@@ -133,10 +138,14 @@ def fold(
     :param facts: :meth:`routing.topology.Topology.queue_facts`.
     :param queue_addresses: queue name -> address, for MOVE and RETRY targets.
     :param scratch: the one frame everything below reads is checkpointed there.
+    :param retry_target_exists: the queue ``_orig_queue`` exists at ``at`` (None: every
+        queue of ``queue_addresses`` always does).
     """
     known = F.col("routed_at").isNotNull()
     is_op = F.col("_kind") == MANAGEMENT_KIND
-    valid = ~is_op | (F.col("op") != OP_RETRY) | retry_target_ok(queue_addresses)
+    valid = (
+        ~is_op | (F.col("op") != OP_RETRY) | retry_target_ok(queue_addresses, retry_target_exists)
+    )
     early = F.col("at") < F.col("routed_at")
     quietly = F.col("_by_filter") | (F.col("_kind") == EXPIRE_KIND)
     refusal = F.when(
@@ -278,6 +287,7 @@ def copies_of(moves: DataFrame, in_play: DataFrame, source_of) -> DataFrame:
         F.lit(0).alias("_hops"),
         F.lit(False).alias("_dla_hint"),
         source_of(F.col("address")).alias("_source"),
+        F.col("_kind").alias("_rank"),  # a copy enters at its event's rank (SPEC §5.4)
     )
 
 
@@ -314,6 +324,17 @@ def _redeliver_at(at: Column, count: Column) -> Column:
     return F.when(F.col("redelivery_delay") > 0, F.timestamp_millis(F.unix_millis(at) + millis))
 
 
+def _bound(prefix: str) -> Column:
+    """The dead-letter (``dla``) or expiry (``expiry``) address has a binding when the event
+    happens: from the start, or one the event creates itself (``<prefix>_has_bindings``),
+    or one another address's dead letter (expiry) created by then (``<prefix>_bound_since``,
+    a moment: :meth:`routing.topology.Topology.queue_facts`). An event's kind is its rank
+    at its instant."""
+    since = F.col(f"{prefix}_bound_since")
+    by_then = F.coalesce(moment(F.col("at"), F.col("_kind")) >= since, F.lit(False))
+    return F.col(f"{prefix}_has_bindings") | by_then
+
+
 def _with_ending(queue_addresses: Mapping[str, str]):
     """Columns saying what an ending event does (meaningful on rows where ``_ends``).
 
@@ -333,8 +354,8 @@ def _with_ending(queue_addresses: Mapping[str, str]):
     )
     dla, expiry = F.col("dead_letter_address"), F.col("expiry_address")
     target = (
-        F.when(F.col("_end") == DEAD_LETTER, F.when(F.col("dla_has_bindings"), dla))
-        .when(F.col("_end") == EXPIRY, F.when(F.col("expiry_has_bindings"), expiry))
+        F.when(F.col("_end") == DEAD_LETTER, F.when(_bound("dla"), dla))
+        .when(F.col("_end") == EXPIRY, F.when(_bound("expiry"), expiry))
         .when(F.col("_end") == MOVE, literal_map(queue_addresses)[F.col("_to_queue")])
         .when(F.col("_end") == RETRY, F.col("_orig_address"))
     )

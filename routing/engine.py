@@ -7,6 +7,14 @@ earlier batches and those just routed). Ending transitions make copies
 them, and so on until a round makes no copy. Everything of one batch therefore
 happens in event-time order whatever the micro-batch sizes.
 
+Auto-created queues exist from the moment of the dead letter or expiry that
+creates them (``JobState.created``: its event time, then its rank at that instant,
+:data:`routing.topology.RANKS`). A batch is planned with the creation moments it
+assumes (those of earlier batches at first); when its own dead letters and expiries
+create a queue, or create one earlier than assumed, the batch is planned again with
+the moments it found, until what it assumes is what it finds (docs/DESIGN.md). Each
+auto-created queue is created once in a job's life, so few batches are planned twice.
+
 :func:`run_batch` is pure apart from Spark actions: it reads nothing from
 storage and writes nothing; the job writes :class:`BatchResult` in one commit
 per table.
@@ -23,6 +31,8 @@ from pyspark.sql import functions as F
 
 from routing import schemas
 from routing._columns import literal_map, union_all
+from routing.breadcrumbs import ORIG_ADDRESS
+from routing.copies import DEAD_LETTER, EXPIRY
 from routing.deliveries import (
     CHANGED,
     EVENT_COLUMNS,
@@ -41,11 +51,13 @@ from routing.ids import COPY_ID_BASE
 from routing.inputs import classify, split
 from routing.routing import Router
 from routing.scratch import Scratch
-from routing.topology import Topology
+from routing.topology import Created, Topology
 from routing.turns import positions_frame
 
 QUEUE_ROW = schemas.QUEUE_MESSAGE.names
 STATE_VERSION = 1
+MAX_ATTEMPTS = 8
+"""Plans of one batch at most, each assuming the creation moments the previous one found."""
 BROADCAST_CHANGES = 200_000
 """Input rows of a batch up to which the fold's changes (at most one per input row) are
 broadcast to the queue rows they apply to rather than joined by a shuffle of both."""
@@ -57,19 +69,29 @@ class JobState:
 
     clock: int | None = None  # lake clock, epoch µs
     positions: dict[str, int] = field(default_factory=dict)  # round-robin positions
+    # auto-created queue -> when it was created: (epoch µs, rank at that instant)
+    created: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(
-            {"version": STATE_VERSION, "clock": self.clock, "positions": self.positions},
+            {
+                "version": STATE_VERSION,
+                "clock": self.clock,
+                "positions": self.positions,
+                "created": {name: list(t) for name, t in self.created.items()},
+            },
             sort_keys=True,
         )
 
     @classmethod
     def from_json(cls, text: str | None) -> JobState:
+        """The state a commit carries; one written before ``created`` existed has created
+        no queue yet."""
         if not text:
             return cls()
         data = json.loads(text)
-        return cls(data.get("clock"), dict(data.get("positions", {})))
+        created = {name: (int(t), int(r)) for name, (t, r) in data.get("created", {}).items()}
+        return cls(data.get("clock"), dict(data.get("positions", {})), created)
 
 
 @dataclass
@@ -87,6 +109,8 @@ class BatchResult:
     routed_rows: int = 0  # rows of ``routed``
     own_copies: int = 0  # the job's own copies read back (skipped: routed when made)
     rounds: int = 0
+    created: dict[str, tuple[int, int]] = field(default_factory=dict)  # JobState.created after
+    attempts: int = 1  # plans of the batch (more than one when it created a queue)
 
 
 def filter_errors(filters: Iterable[str]) -> dict[str, str]:
@@ -178,7 +202,17 @@ def run_batch(
     taken: DataFrame | None = None,
 ) -> BatchResult:
     """Plan one micro-batch: checkpoints at each routing pass and each round's fold,
-    one action for the batch's clock and filters, one emptiness check per round.
+    one action for the batch's clock and filters, one emptiness check per round (with
+    auto-created queues in the topology, the same action also collects the queues the
+    round's dead letters and expiries created).
+
+    A batch that creates an auto-created queue (or finds it created earlier than the
+    state says) is planned again, assuming the moments it found, until it finds what it
+    assumed (at most :data:`MAX_ATTEMPTS` plans; the last one is kept). So every
+    decision, in any round, sees a queue from the moment of its creation, even one a
+    later round creates: a copy that entered the dead-letter address in round 2 and
+    was dead-lettered again there may create a queue before a round-1 decision's time.
+    The checkpoints of a plan set aside stay in ``scratch`` until the batch is written.
 
     :param events: the batch's rows of the ``lake_events`` source.
     :param pending: PENDING rows of ``queue_messages`` before the batch.
@@ -187,8 +221,64 @@ def run_batch(
     :param as_of: ``--as-of`` in epoch µs.
     :param taken: producer ids accepted by earlier batches (``message_id``), if any.
     """
+    assumed = dict(state.created)
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        result = _plan_batch(
+            events, pending, state, topology, router, scratch, assumed, as_of=as_of, taken=taken
+        )
+        result.attempts = attempt
+        # the plan holds when every decision saw the creation moments the batch itself makes
+        if result.created == assumed:
+            break
+        assumed = result.created
+    return result
+
+
+def created_moments(
+    state: Created, found: Iterable[tuple[str, tuple[int, int]]]
+) -> dict[str, tuple[int, int]]:
+    """The creation moments of ``state`` with those ``found`` in a batch: each queue's
+    earliest (a late row can create a queue before the moment an earlier batch saw)."""
+    out = dict(state)
+    for name, when in found:
+        out[name] = min(when, out.get(name, when))
+    return dict(sorted(out.items()))
+
+
+def created_queue(topology: Topology) -> Column:
+    """The auto-created queue a dead-letter or expiry copy's move creates (null: none): the
+    one of the address it left (``_AMQ_ORIG_ADDRESS``, the address of the queue it left).
+
+    A move that creates a queue always makes a copy: the queue it creates is a binding
+    of the address it goes to (:meth:`routing.topology.Topology.queue_facts`).
+    """
+    left = F.col("properties")[ORIG_ADDRESS]
+    return F.when(
+        F.col("copy_reason") == DEAD_LETTER, literal_map(topology.creations(DEAD_LETTER))[left]
+    ).when(F.col("copy_reason") == EXPIRY, literal_map(topology.creations(EXPIRY))[left])
+
+
+def _plan_batch(
+    events: DataFrame,
+    pending: DataFrame,
+    state: JobState,
+    topology: Topology,
+    router: Router,
+    scratch: Scratch,
+    assumed: Created,
+    *,
+    as_of: int | None,
+    taken: DataFrame | None,
+) -> BatchResult:
+    """One plan of the batch, assuming the auto-created queues exist from ``assumed``
+    (and from what its earlier rounds create); :attr:`BatchResult.created` is what the
+    plan itself creates, merged with ``state``'s."""
     spark: SparkSession = events.sparkSession
-    classified = classify(events, topology.queues, scratch, taken)
+
+    def exists(name: Column, at: Column, rank: Column) -> Column:
+        return topology.exists_at(name, at, rank, assumed)
+
+    classified = classify(events, topology.queues, scratch, taken, exists)
     facts = classified.agg(
         F.max(F.unix_micros(F.coalesce("sent_at", "at"))).alias("latest"),
         F.collect_set(F.when(F.col("source") == "management", F.col("filter"))).alias("filters"),
@@ -211,8 +301,10 @@ def run_batch(
     bad = filter_errors(facts.filters)
     good_filters = [f for f in facts.filters if f not in bad]
     inputs = split(classified, bad)
-    queue_facts = F.broadcast(topology.queue_facts(spark))
     queue_addresses = {q.name: q.address for q in topology.queues.values()}
+    # what the rounds see: the moments assumed, and those the rounds so far created
+    known = dict(assumed)
+    found: list[tuple[str, tuple[int, int]]] = []
 
     positions = positions_frame(spark, state.positions)
     old = pending.select(*QUEUE_ROW)
@@ -229,7 +321,7 @@ def run_batch(
     rounds = 0
     while True:
         rounds += 1
-        routed = router.route(entering, positions, scratch)
+        routed = router.route(entering, positions, scratch, known)
         positions = routed.positions
         journals += routed.journal
         rejected += routed.rejected
@@ -248,7 +340,11 @@ def run_batch(
                 expiries(in_play, clock_values) if clock is not None else None,
             ]
         )
-        folded = fold(round_events, fold_state(in_play), queue_facts, queue_addresses, scratch)
+        queue_facts = F.broadcast(topology.queue_facts(spark, known))
+        retry_target = topology.exists_at(F.col("_orig_queue"), F.col("at"), MANAGEMENT_KIND, known)
+        folded = fold(
+            round_events, fold_state(in_play), queue_facts, queue_addresses, scratch, retry_target
+        )
         updated.append(folded.updated)
         journals.append(folded.journal)
         rejected.append(folded.rejected)
@@ -258,8 +354,20 @@ def run_batch(
             _no_such_message(folded.unmatched.where(F.col("message_id") < COPY_ID_BASE))
         )
         entering = scratch.keep(copies_of(folded.moves, in_play, router.source_of))
-        if entering.isEmpty():
+        if not topology.auto_queues:
+            if entering.isEmpty():
+                break
+            continue
+        # one action: whether there are copies, and the queues their moves created
+        made = (
+            entering.groupBy(created_queue(topology).alias("queue"))
+            .agg(F.min(F.struct(F.unix_micros("sent_at").alias("at"), "_rank")).alias("first"))
+            .collect()
+        )
+        if not made:
             break
+        found += [(r.queue, (r.first["at"], r.first["_rank"])) for r in made if r.queue is not None]
+        known = created_moments(known, found)
     rejected.append(_no_such_message(waiting))
 
     changed = union_all(updated)
@@ -282,6 +390,7 @@ def run_batch(
         routed_rows=facts.routed,
         own_copies=facts.own_copies,
         rounds=rounds,
+        created=created_moments(state.created, found),
     )
 
 

@@ -8,7 +8,7 @@ its id, SPEC §5.6) was routed when it was made and is skipped.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
@@ -27,7 +27,7 @@ OPS = ("MOVE", "RETRY", "SEND_TO_DLA")
 
 @dataclass
 class Inputs:
-    messages: DataFrame  # message rows + _hops, _dla_hint, _source
+    messages: DataFrame  # message rows + _hops, _dla_hint, _source, _rank
     deliveries: DataFrame  # fold events (routing.deliveries.EVENT_COLUMNS)
     by_id: DataFrame  # management rows naming a message: fold events
     by_filter: DataFrame  # management rows naming a filter: expanded later
@@ -80,6 +80,7 @@ def classify(
     queues: Iterable[str],
     scratch: Scratch,
     taken: DataFrame | None = None,
+    exists: Callable[[Column, Column, Column], Column] | None = None,
 ) -> DataFrame:
     """Every input row with ``_reason`` (why it is rejected, null if valid), ``_own`` (the
     job's own copy read back) and ``_row`` (its JSON for ``rejected``), checkpointed.
@@ -87,10 +88,22 @@ def classify(
     ``taken`` holds the producer ids earlier batches accepted (``message_id``): a row
     reusing one is a duplicate. Management filters are checked afterwards
     (:func:`split`): which ones parse is known only once the batch's filters are read.
+    ``exists(name, at, rank)`` says whether a queue exists for a row at ``at`` of
+    ``rank`` (deliveries, then management rows, SPEC §5.4): an auto-created queue only
+    does once created (:meth:`routing.topology.Topology.exists_at`); without ``exists``,
+    every queue of ``queues`` always does.
     """
     known = sorted(set(queues))
+    if exists is None:
+
+        def exists(name: Column, _at: Column, _rank: Column) -> Column:
+            return name.isin(*known)
+
     is_message = F.col("source").startswith("addresses/")
     is_delivery = F.col("source") == "deliveries"
+    rank = F.when(is_delivery, F.lit(DELIVERY_KIND)).otherwise(F.lit(MANAGEMENT_KIND))
+    queue_known = exists(F.col("queue"), F.col("at"), rank)
+    to_queue_known = exists(F.col("to_queue"), F.col("at"), rank)
     rejected = F.col("_reason").isNotNull()
     classified = (
         events.withColumn("_source", F.col("source"))
@@ -98,8 +111,8 @@ def classify(
         .withColumn(
             "_reason",
             F.when(is_message & ~F.col("_own"), _message_reason())
-            .when(is_delivery, _delivery_reason(known))
-            .when(~is_message, _management_reason(known)),
+            .when(is_delivery, _delivery_reason(queue_known))
+            .when(~is_message, _management_reason(queue_known, to_queue_known)),
         )
         .transform(lambda rows: _reject_duplicates(rows, taken))
         .withColumn(
@@ -133,7 +146,11 @@ def split(classified: DataFrame, bad_filters: Mapping[str, str]) -> Inputs:
     rows = classified.withColumn("_reason", reason)
     valid = F.col("_reason").isNull() & ~F.col("_own")
     messages = rows.where(is_message & valid).select(
-        *schemas.MESSAGE.names, F.lit(0).alias("_hops"), F.lit(False).alias("_dla_hint"), "_source"
+        *schemas.MESSAGE.names,
+        F.lit(0).alias("_hops"),
+        F.lit(False).alias("_dla_hint"),
+        "_source",
+        F.lit(0).alias("_rank"),
     )
     rejected = journal.rejected_rows(
         rows.where(F.col("_reason").isNotNull()),
@@ -194,7 +211,7 @@ def _message_reason() -> Column:
     )
 
 
-def _delivery_reason(known: list[str]) -> Column:
+def _delivery_reason(queue_known: Column) -> Column:
     return _first(
         (F.col("error").isNotNull(), F.col("error")),
         _null("queue"),
@@ -207,11 +224,11 @@ def _delivery_reason(known: list[str]) -> Column:
                 F.lit("unknown outcome "), _quoted("outcome"), F.lit("; expected ACK or ROLLBACK")
             ),
         ),
-        (~F.col("queue").isin(*known), F.concat(F.lit("unknown queue "), _quoted("queue"))),
+        (~queue_known, F.concat(F.lit("unknown queue "), _quoted("queue"))),
     )
 
 
-def _management_reason(known: list[str]) -> Column:
+def _management_reason(queue_known: Column, to_queue_known: Column) -> Column:
     return _first(
         (F.col("error").isNotNull(), F.col("error")),
         _null("op"),
@@ -223,10 +240,10 @@ def _management_reason(known: list[str]) -> Column:
                 F.lit("unknown op "), _quoted("op"), F.lit("; expected MOVE, RETRY or SEND_TO_DLA")
             ),
         ),
-        (~F.col("queue").isin(*known), F.concat(F.lit("unknown queue "), _quoted("queue"))),
+        (~queue_known, F.concat(F.lit("unknown queue "), _quoted("queue"))),
         ((F.col("op") == "MOVE") & F.col("to_queue").isNull(), "MOVE needs to_queue"),
         (
-            (F.col("op") == "MOVE") & ~F.col("to_queue").isin(*known),
+            (F.col("op") == "MOVE") & ~to_queue_known,
             F.concat(F.lit("to_queue "), _quoted("to_queue"), F.lit(" does not exist")),
         ),
         ((F.col("op") != "MOVE") & F.col("to_queue").isNotNull(), "to_queue is only for MOVE"),

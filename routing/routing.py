@@ -17,15 +17,21 @@ For each row entering an address (Artemis ``BindingsImpl.route``):
 Divert and dead-letter copies are routed in further passes until none is left; a
 copy that would be the 65th divert hop is not made and the row is rejected.
 
+An auto-created queue is a binding only from its creation (``created``, SPEC §5.4 and
+docs/DESIGN.md): a row whose moment (``sent_at``, then ``_rank``: producer rows and
+the copies routing makes of them first, then the copies of expiries, deliveries,
+management rows) is earlier does not enter it, and does not count it as a route.
+
 Internal columns carried with the rows: ``_hops`` (divert hops so far),
 ``_dla_hint`` (a send-to-dla-on-no-route copy), ``_source`` (the table the row is
-in, for ``rejected``).
+in, for ``rejected``), and with auto-created queues ``_rank`` (the row's rank at its
+instant).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -41,7 +47,15 @@ from routing.filters import matches
 from routing.ids import copy_id
 from routing.lake import address_source
 from routing.scratch import Scratch
-from routing.topology import ANYCAST, MULTICAST, Topology
+from routing.topology import (
+    ANYCAST,
+    MESSAGE_RANK,
+    MULTICAST,
+    Created,
+    Topology,
+    moment,
+    moment_of,
+)
 from routing.turns import take_turns
 
 MAX_HOPS = 64
@@ -79,6 +93,7 @@ class Router:
     def __init__(self, topology: Topology, addresses: Iterable[str] = ()) -> None:
         self.topology = topology
         self.addresses = sorted(set(addresses) | set(topology.addresses))
+        self._auto = {q.name: i for i, q in enumerate(topology.auto_queues)}
         self.groups = self._turn_groups()
         self._by_key = {g.key: g for g in self.groups}
         self.passes = self._passes_needed()
@@ -269,6 +284,9 @@ class Router:
             for queue in queues:
                 if queue.routing_type == MULTICAST:
                     cond = self._takes(MULTICAST) & matches(queue.filter)
+                    if queue.name in self._auto:  # a binding once created (auto-created: multicast)
+                        since = F.col(self._since(queue.name))
+                        cond = cond & (moment(F.col("sent_at"), F.col("_rank")) >= since)
                 elif len(anycast) == 1:
                     cond = self._takes(ANYCAST) & matches(queue.filter)
                 else:
@@ -282,6 +300,20 @@ class Router:
             .when(F.col("_exclusive"), empty)
             .otherwise(case_of(F.col("address"), by_address, empty))
         )
+
+    def _since(self, queue: str) -> str:
+        """The column holding the moment auto-created ``queue`` was created (null: not yet)."""
+        return f"_since_{self._auto[queue]}"
+
+    def _creation_times(self, created: Created) -> dict[str, Column]:
+        """The :meth:`_since` columns. Literals: they change only when a queue is created, a
+        few times in a job's life, so the plans stay the same batch after batch."""
+        return {
+            self._since(name): F.lit(moment_of(created[name]) if name in created else None).cast(
+                "bigint"
+            )
+            for name in self._auto
+        }
 
     @cached_property
     def _turn_requests(self) -> Column:
@@ -323,25 +355,39 @@ class Router:
 
     # ---- passes -------------------------------------------------------------------------
 
-    def route(self, rows: DataFrame, positions: DataFrame, scratch: Scratch) -> Routed:
+    def route(
+        self,
+        rows: DataFrame,
+        positions: DataFrame,
+        scratch: Scratch,
+        created: Created | None = None,
+    ) -> Routed:
         """Route ``rows`` (message columns + :data:`INTERNAL`) and every copy they lead to.
 
         Lazy: with no cycle in the copy graph exactly the passes needed are planned; with
         one, passes are planned :data:`CHUNK` at a time until no copy is left (the hop
         cut guarantees an end).
+
+        :param created: auto-created queue -> the moment it was created; one not in it
+            does not exist yet. With auto-created queues, rows carry ``_rank`` (their rank
+            at their instant, :data:`routing.topology.RANKS`); rows without are producer
+            rows (rank 0).
         """
         result = Routed(positions=positions)
         current = rows
+        since = self._creation_times(created or {})
+        if since and "_rank" not in current.columns:
+            current = current.withColumn("_rank", F.lit(MESSAGE_RANK))
         at: frozenset[str] | None = None  # where this pass's rows can be (None: anywhere)
         if self.passes is not None:
             for number in range(self.passes):
                 last = number == self.passes - 1
-                current = self._pass(current, result, scratch, at, last=last)
+                current = self._pass(current, result, scratch, at, since, last=last)
                 at = self._next_addresses(at)
             return result
         while True:
             for _ in range(CHUNK):
-                current = self._pass(current, result, scratch, at)
+                current = self._pass(current, result, scratch, at, since)
                 at = self._next_addresses(at)
             if current.isEmpty():
                 return result
@@ -352,16 +398,20 @@ class Router:
         result: Routed,
         scratch: Scratch,
         at: frozenset[str] | None = None,
+        since: Mapping[str, Column] | None = None,
         *,
         last: bool = False,
     ) -> DataFrame:
         """Route one generation of rows; return the copies they made (the next generation).
 
         ``at``: the addresses the rows can be at (None: any), so a pass of copies at
-        addresses without turn groups skips the turns. ``last``: the copy graph allows no
-        further copy, so the (empty) result is not kept.
+        addresses without turn groups skips the turns. ``since``: the columns saying when
+        each auto-created queue was created (:meth:`_creation_times`). ``last``: the copy
+        graph allows no further copy, so the (empty) result is not kept.
         """
         rows = rows.withColumn("expiration", self._expiration)
+        if since:
+            rows = rows.withColumns(dict(since))
         rows = rows.withColumn("_exclusive", self._exclusive)
         if any(at is None or g.address in at for g in self.groups):
             rows = self._with_turns(rows, result, scratch)
@@ -407,10 +457,11 @@ class Router:
         dropped = no_route.where(F.col("_dla").isNull() | F.col("_dla_hint"))
         result.journal.append(dropped.select(*self._journal[journal.DROPPED]))
 
+        internal = [*INTERNAL, "_rank"] if since else INTERNAL  # copies keep their row's rank
         made = union_all(
             [
-                divert_copies.select(*schemas.MESSAGE.names, *INTERNAL),
-                dla_copies.select(*schemas.MESSAGE.names, *INTERNAL),
+                divert_copies.select(*schemas.MESSAGE.names, *internal),
+                dla_copies.select(*schemas.MESSAGE.names, *internal),
             ]
         )
         made = made.withColumn("_source", self.source_of(F.col("address")))

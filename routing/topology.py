@@ -1,18 +1,28 @@
 """Where messages can go: queues (declared and auto-created), diverts, settings per address.
 
-Auto-created dead-letter and expiry queues (SPEC §5.4) exist from the start: they
-are the closure of the configuration, computed once, so routing never depends on
-when one was first needed (docs/DESIGN.md). As in Artemis
-(``QueueImpl.createResources``), a queue on address A whose settings auto-create
-resources gets ``<prefix>A<suffix>`` on A's dead-letter (expiry) address, a
-MULTICAST queue with the filter ``_AMQ_ORIG_ADDRESS = 'A'``; not when A is that
-address itself, and not when a queue of that name already exists.
+The queues an auto-create setting can make (SPEC §5.4) are the closure of the
+configuration, computed once: as in Artemis (``QueueImpl.createResources``), a queue
+on address A whose settings auto-create resources can get ``<prefix>A<suffix>`` on
+A's dead-letter (expiry) address, a MULTICAST queue with the filter
+``_AMQ_ORIG_ADDRESS = 'A'``; not when A is that address itself, and not when a
+queue of that name already exists.
+
+Such a queue exists only from the moment Artemis creates it: the first dead letter
+(expiry) of a message of A (``QueueImpl.sendToDeadLetterAddress`` and
+``QueueImpl.expire`` create the resources, then look up the bindings). A moment is
+an event time and, within that instant, the SPEC §5.4 order of what happens then
+(:data:`RANKS`): a queue created by a delivery at t exists for the deliveries and
+management rows at t, not for the message rows or expiries at t. The creation
+moments are the job's state (``created``: queue name -> (epoch µs, rank), see
+:class:`routing.engine.JobState`); every question about bindings here takes them.
+A queue declared in broker.xml exists from the start.
 
 Example::
 
     topology = Topology(load_config("conf/broker.xml"))
     topology.queues["DLQ.orders"].address    # the dead-letter address of 'orders'
-    topology.has_bindings("DLA")
+    topology.creates(DEAD_LETTER, "orders")  # 'DLQ.orders': what its dead letters create
+    topology.bound_since("DLA", created)     # when DLA got its first auto-created queue
 """
 
 from __future__ import annotations
@@ -21,7 +31,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import (
     BooleanType,
     DoubleType,
@@ -32,22 +43,45 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from routing._columns import literal_map
 from routing.config import BrokerConfig, DivertConfig
 from routing.settings import AddressSettings
 
 ANYCAST = "ANYCAST"
 MULTICAST = "MULTICAST"
+DEAD_LETTER, EXPIRY = "DEAD_LETTER", "EXPIRY"
+MESSAGE_RANK, EXPIRY_RANK, DELIVERY_RANK, MANAGEMENT_RANK = 0, 1, 2, 3
+RANKS = 4
+"""What happens at one instant applies in this order (SPEC §5.4): message rows (and the
+copies routing makes of them), expiries, deliveries, management rows. A copy made by an
+event has its rank. The ranks of events are :mod:`routing.deliveries`' kinds."""
+
+Created = Mapping[str, tuple[int, int]]
+"""Auto-created queue -> the moment it was created: (epoch µs, rank)."""
+
+
+def moment_of(created: tuple[int, int]) -> int:
+    """A moment as one comparable number (what :func:`moment` computes for rows)."""
+    micros, rank = created
+    return micros * RANKS + rank
+
+
+def moment(at: Column, rank: Column | int) -> Column:
+    """The moment of a row at ``at`` with ``rank``, as one comparable bigint."""
+    return F.unix_micros(at) * RANKS + (rank if isinstance(rank, Column) else F.lit(rank))
 
 
 @dataclass(frozen=True)
 class Queue:
-    """A queue bound to an address; ``auto_created`` names the resource kind if it is one."""
+    """A queue bound to an address; ``auto_created`` names the resource kind if it is one,
+    ``created_by`` the address whose dead letters (expiries) create it."""
 
     name: str
     address: str
     routing_type: str
     filter: str | None = None
     auto_created: str | None = None  # "DEAD_LETTER" | "EXPIRY" | None
+    created_by: str | None = None
 
 
 def quote(value: str) -> str:
@@ -88,7 +122,8 @@ class Topology:
                 settings.dead_letter_address,
                 MULTICAST,
                 f"_AMQ_ORIG_ADDRESS = {quote(address)}",
-                "DEAD_LETTER",
+                DEAD_LETTER,
+                address,
             )
         if settings.auto_create_expiry_resources and settings.expiry_address not in (None, address):
             yield Queue(
@@ -96,7 +131,8 @@ class Topology:
                 settings.expiry_address,
                 MULTICAST,
                 f"_AMQ_ORIG_ADDRESS = {quote(address)}",
-                "EXPIRY",
+                EXPIRY,
+                address,
             )
 
     def settings(self, address: str) -> AddressSettings:
@@ -131,9 +167,52 @@ class Topology:
     def diverts_on(self, address: str) -> tuple[DivertConfig, ...]:
         return self._diverts_by_address.get(address, ())
 
-    def has_bindings(self, address: str | None) -> bool:
-        """Artemis counts queues and diverts as an address's bindings."""
-        return address is not None and bool(self.queues_on(address) or self.diverts_on(address))
+    @cached_property
+    def auto_queues(self) -> tuple[Queue, ...]:
+        """The queues an auto-create setting can make, by name."""
+        return tuple(q for q in self.queues.values() if q.auto_created is not None)
+
+    @cached_property
+    def _created_by(self) -> dict[tuple[str, str], str]:
+        return {(q.auto_created, q.created_by): q.name for q in self.auto_queues}
+
+    def creates(self, kind: str, address: str) -> str | None:
+        """The queue a dead letter (``kind`` DEAD_LETTER) or an expiry (EXPIRY) of a message
+        of ``address`` creates, if it does not exist yet (Artemis ``createResources``)."""
+        return self._created_by.get((kind, address))
+
+    def creations(self, kind: str) -> dict[str, str]:
+        """Address -> the queue its dead letters (expiries) create."""
+        return {a: name for (k, a), name in sorted(self._created_by.items()) if k == kind}
+
+    def declared_bindings(self, address: str | None) -> bool:
+        """The address has a binding from the start: a declared queue or a divert (Artemis
+        counts both as an address's bindings)."""
+        if address is None:
+            return False
+        declared = any(q.auto_created is None for q in self.queues_on(address))
+        return declared or bool(self.diverts_on(address))
+
+    def bound_since(self, address: str | None, created: Created) -> int | None:
+        """The moment (:func:`moment_of`) ``address`` got its first auto-created queue,
+        None if none yet."""
+        moments = [
+            moment_of(created[q.name])
+            for q in self.queues_on(address or "")
+            if q.auto_created is not None and q.name in created
+        ]
+        return min(moments, default=None)
+
+    def exists_at(self, name: Column, at: Column, rank: Column | int, created: Created) -> Column:
+        """The queue ``name`` exists for an event of ``rank`` at ``at``: declared, or
+        auto-created by then."""
+        declared = sorted(q.name for q in self.queues.values() if q.auto_created is None)
+        exists = name.isin(*declared) if declared else F.lit(False)
+        made = {q.name: moment_of(created[q.name]) for q in self.auto_queues if q.name in created}
+        if made:
+            since = literal_map(made, "bigint")[name]
+            exists = exists | F.coalesce(moment(at, rank) >= since, F.lit(False))
+        return exists
 
     @cached_property
     def routed_addresses(self) -> tuple[str, ...]:
@@ -151,8 +230,15 @@ class Topology:
             names.update(a for a in (settings.dead_letter_address, settings.expiry_address) if a)
         return frozenset(names)
 
-    def queue_facts(self, spark: SparkSession) -> DataFrame:
-        """One row per queue: what the delivery fold needs, for a broadcast join."""
+    def queue_facts(self, spark: SparkSession, created: Created) -> DataFrame:
+        """One row per queue: what the delivery fold needs, for a broadcast join.
+
+        ``dla_has_bindings``: the dead-letter address has a binding whenever a message of
+        this queue is dead-lettered: a declared one, or the queue the dead letter itself
+        creates (Artemis creates the resources, then looks up the bindings);
+        ``dla_bound_since``: from when it has one anyway, through another address's
+        auto-created queue (the moment, :func:`moment_of`). The same for the expiry address.
+        """
         rows = []
         for queue in self.queues.values():
             s = self.settings(queue.address)
@@ -165,9 +251,13 @@ class Topology:
                     float(s.redelivery_delay_multiplier),
                     s.max_redelivery_delay,
                     s.dead_letter_address,
-                    self.has_bindings(s.dead_letter_address),
+                    self.declared_bindings(s.dead_letter_address)
+                    or self.creates(DEAD_LETTER, queue.address) is not None,
+                    self.bound_since(s.dead_letter_address, created),
                     s.expiry_address,
-                    self.has_bindings(s.expiry_address),
+                    self.declared_bindings(s.expiry_address)
+                    or self.creates(EXPIRY, queue.address) is not None,
+                    self.bound_since(s.expiry_address, created),
                 )
             )
         return spark.createDataFrame(rows, QUEUE_FACTS)
@@ -183,7 +273,9 @@ QUEUE_FACTS = StructType(
         StructField("max_redelivery_delay", LongType(), False),
         StructField("dead_letter_address", StringType(), True),
         StructField("dla_has_bindings", BooleanType(), False),
+        StructField("dla_bound_since", LongType(), True),
         StructField("expiry_address", StringType(), True),
         StructField("expiry_has_bindings", BooleanType(), False),
+        StructField("expiry_bound_since", LongType(), True),
     ]
 )
