@@ -34,7 +34,7 @@ from routing.ids import copy_id_py
 from routing.lake import Lake, address_of_source
 from routing.routing import Router
 from routing.scratch import Scratch
-from routing.storage import LakeStorage
+from routing.storage import DeltaStorage
 from tests.frames import assert_rows_equal
 from tests.lakeio import append, at, rows
 from tests.test_delivery_rules import STATE, STATE_DDL, TABLE_KEYS, state, table_frame
@@ -345,8 +345,8 @@ def test_one_batch_or_one_event_per_batch_gives_the_same_tables(spark, tmp_path)
         "to_queue 'DLQ.audit.all' does not exist"
     ]
     created = {"EXP.audit.all": (micros(100), 1), "DLQ.audit.all": (micros(120), 2)}
-    assert LakeStorage(whole).state().created == created
-    assert LakeStorage(single).state().created == created
+    assert DeltaStorage(whole).state().created == created
+    assert DeltaStorage(single).state().created == created
 
     for name, keys in TABLE_KEYS.items():
         one, other = table_frame(spark, single.table(name)), table_frame(spark, whole.table(name))
