@@ -32,7 +32,7 @@ run: setup
 
 test: setup
 	$(PY) -m ruff check .
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n 2 --dist loadfile tests
 
 lint: setup
 	$(PY) -m ruff check .
