@@ -26,8 +26,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
-from routing.ids import copy_id_py
-from routing.lake import Lake
+from routing.broker.ids import copy_id_py
+from routing.io.lake import Lake
 
 START = np.datetime64("2026-01-01T00:00:00", "us")
 SPACING_US = 1_000  # one message per millisecond of event time
@@ -306,7 +306,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     )
 
     from jobs import replay
-    from routing.session import build_session
+    from routing.io.session import build_session
 
     spark = build_session("jobs.demo")
     try:

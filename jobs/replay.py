@@ -21,10 +21,10 @@ from typing import TextIO
 from pyspark.sql import SparkSession
 
 from jobs import route
-from routing import replay
-from routing.config import ConfigError, load_config
-from routing.lake import Lake
-from routing.scratch import Scratch
+from routing.broker.config import ConfigError, load_config
+from routing.io.lake import Lake
+from routing.plan.scratch import Scratch
+from routing.tools import replay
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -85,7 +85,7 @@ def main(
     logs = [str(Path(log).absolute()) for log in args.log]
     own_session = spark is None
     if spark is None:
-        from routing.session import build_session
+        from routing.io.session import build_session
 
         spark = build_session("jobs.replay")
     try:

@@ -5,8 +5,8 @@
 
 Structured Streaming over every input table of the lake (``lake_events``), one
 ``foreachBatch`` per micro-batch: read the batch's input rows and the PENDING queue
-state, run the batch (:func:`routing.engine.run_batch`), write every table it changes,
-all through delta-spark (:mod:`routing.storage`). Checkpoints live
+state, run the batch (:func:`routing.plan.engine.run_batch`), write every table it changes,
+all through delta-spark (:mod:`routing.io.storage`). Checkpoints live
 under ``LAKE/_checkpoints/route``. Exit status: 0 done, 2 invalid configuration
 (nothing written), 1 anything else (an unreadable lake, a failed batch).
 """
@@ -27,15 +27,18 @@ from typing import TextIO
 from deltalake.exceptions import DeltaError
 from pyspark.sql import DataFrame, SparkSession
 
-from routing import journal
-from routing.config import ConfigError, load_config
-from routing.engine import BatchResult, JobState, run_batch
-from routing.lake import JOURNAL, REJECTED, Lake, address_of_source, is_address_source
-from routing.lake_events import LakeSchemaError, check_lake, parse_as_of, read_events
-from routing.routing import Router
-from routing.scratch import Scratch
-from routing.storage import DeltaStorage, count_key, outputs, tables_written
-from routing.topology import Topology
+from routing.broker.config import ConfigError, load_config
+from routing.broker.layout import JOURNAL, REJECTED, address_of_source, is_address_source
+from routing.broker.state import JobState
+from routing.broker.topology import Topology
+from routing.io.lake import Lake
+from routing.io.lake_events import LakeSchemaError, check_lake, parse_as_of, read_events
+from routing.io.storage import DeltaStorage, count_key, outputs, tables_written
+from routing.plan import journal
+from routing.plan.batch import BatchResult
+from routing.plan.engine import run_batch
+from routing.plan.router import Router
+from routing.plan.scratch import Scratch
 
 CHECKPOINT = "route"
 METRICS = ("rows_in", "routed", "applied", "copies", "dead_letters", "expiries", "rejected")
@@ -151,7 +154,7 @@ class BatchRunner:
 
 
 def positions_of(positions: DataFrame) -> dict[str, int]:
-    """The round-robin positions (:data:`routing.turns.POSITIONS`) as the job state keeps them."""
+    """The round-robin positions (:data:`routing.plan.turns.POSITIONS`) as the job state keeps them."""
     return {row.group: row.position for row in positions.collect()}
 
 
@@ -244,7 +247,7 @@ def main(
         return 1
     own_session = spark is None
     if spark is None:
-        from routing.session import build_session
+        from routing.io.session import build_session
 
         spark = build_session("jobs.route")
     try:

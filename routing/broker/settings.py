@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from functools import cmp_to_key
 from typing import Any, TypeVar
 
-from routing.validation import ConfigError, validate_match, validate_wildcard_characters
+from routing.broker.validation import ConfigError, validate_match, validate_wildcard_characters
 
 __all__ = [
     "SETTING_FIELDS",
@@ -86,7 +86,7 @@ class _FrozenMapping(Mapping[_K, _V]):
 class WildcardConfig:
     """The ``<wildcard-addresses>`` characters (Artemis ``WildcardConfiguration``).
 
-    Lives here rather than in :mod:`routing.config` because the repository needs
+    Lives here rather than in :mod:`routing.broker.config` because the repository needs
     it and ``config`` imports this module; ``config`` re-exports it.
     """
 
@@ -319,7 +319,7 @@ class AddressSettingsRepository:
         if markers and len(match) >= 2 and match[0] == markers[0] and match[-1] == markers[1]:
             key, literal = match[1:-1], True
         key = _strip_fqqn(key)
-        validate_match(key, self.wildcards)
+        validate_match(key, self.wildcards.any_words)
         if literal:
             table, pattern = self._literal, None
         elif is_wild(key, self.wildcards):

@@ -1,7 +1,7 @@
 """Input rows of a micro-batch: producer messages, deliveries, management rows.
 
 Every input row ends up routed, applied or rejected (SPEC §3.5): this module splits
-the rows read by :mod:`routing.lake_events` into the valid ones of each kind and
+the rows read by :mod:`routing.io.lake_events` into the valid ones of each kind and
 ``rejected`` rows with a reason. A row the job wrote itself (a copy, recognised by
 its id, SPEC §5.6) was routed when it was made and is skipped.
 """
@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from routing import journal, schemas
-from routing._columns import literal_map, union_all
-from routing.deliveries import DELIVERY_KIND, MANAGEMENT_KIND
-from routing.ids import COPY_ID_BASE, copy_id
-from routing.scratch import Scratch
+from routing.broker.ids import COPY_ID_BASE
+from routing.plan import journal, schemas
+from routing.plan._columns import literal_map, union_all
+from routing.plan.deliveries import DELIVERY_KIND, MANAGEMENT_KIND
+from routing.plan.ids import copy_id
+from routing.plan.scratch import Scratch
 
 ROUTING_TYPES = ("ANYCAST", "MULTICAST")
 OUTCOMES = ("ACK", "ROLLBACK")
@@ -28,7 +29,7 @@ OPS = ("MOVE", "RETRY", "SEND_TO_DLA")
 @dataclass
 class Inputs:
     messages: DataFrame  # message rows + _hops, _dla_hint, _source, _rank
-    deliveries: DataFrame  # fold events (routing.deliveries.EVENT_COLUMNS)
+    deliveries: DataFrame  # fold events (routing.plan.deliveries.EVENT_COLUMNS)
     by_id: DataFrame  # management rows naming a message: fold events
     by_filter: DataFrame  # management rows naming a filter: expanded later
     rejected: DataFrame
@@ -90,7 +91,7 @@ def classify(
     (:func:`split`): which ones parse is known only once the batch's filters are read.
     ``exists(name, at, rank)`` says whether a queue exists for a row at ``at`` of
     ``rank`` (deliveries, then management rows, SPEC §5.4): an auto-created queue only
-    does once created (:meth:`routing.topology.Topology.exists_at`); without ``exists``,
+    does once created (:func:`routing.plan.facts.exists_at`); without ``exists``,
     every queue of ``queues`` always does.
     """
     known = sorted(set(queues))

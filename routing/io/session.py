@@ -124,7 +124,7 @@ def build_session(
             "Delta's JVM connector is not on the classpath: pass --packages "
             "io.delta:delta-spark_4.2_2.13:4.4.1 (or --jars) to spark-submit"
         )
-    from routing.lake_events import register
+    from routing.io.lake_events import register
 
     register(spark)
     return spark

@@ -12,7 +12,7 @@ SPEC §5.4: raising it alone makes a new batch.
 
 The stream's rows are not the input rows but the *slices* a batch reads (:data:`SLICE`:
 a data file, the version that added it, the event-time range to take from it), planned
-from the tables' Delta metadata (:mod:`routing.delta_tables`). :func:`read_events`
+from the tables' Delta metadata (:mod:`routing.io.delta_tables`). :func:`read_events`
 reads them with Spark's own Parquet reader, in the JVM, into :data:`EVENT` rows with
 their position (``version``, ``file``, ``row``) for a stable order; no input row goes
 through a Python worker.
@@ -20,7 +20,7 @@ through a Python worker.
 A row whose values cannot be read as the SPEC types (a timestamp without a zone, a
 properties map of numbers, an id that is not an integer...) is still emitted, with
 ``error`` saying why and ``raw`` holding the row as JSON, so the job can put it in
-``rejected/`` (:mod:`routing.normalise`). A table that lacks a required column is an
+``rejected/`` (:mod:`routing.plan.normalise`). A table that lacks a required column is an
 error of the lake, not of a row: the query stops with :class:`LakeSchemaError`.
 """
 
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from itertools import groupby
 
@@ -45,60 +44,24 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from routing import lake, schemas
-from routing._columns import literal_map, union_all
-from routing.delta_tables import DataFile, TableFiles, arrow_schema, is_table
+from routing.broker import layout
+from routing.io import lake
+from routing.io.delta_tables import DataFile, TableFiles, arrow_schema, is_table
+from routing.plan._columns import literal_map, union_all
+from routing.plan.normalise import EVENT, kind_of, normalise
 
 UNBOUNDED = 1 << 62
 """``until`` of an offset with no time bound (µs; far beyond any real time)."""
 NO_AS_OF = -(1 << 62)
-
-EVENT = pa.schema(
-    [
-        ("source", pa.string()),
-        ("version", pa.int64()),
-        ("file", pa.string()),
-        ("row", pa.int64()),
-        *[(f.name, f.type) for f in schemas.MESSAGE],
-        ("queue", pa.string()),
-        ("outcome", pa.string()),
-        ("op", pa.string()),
-        ("filter", pa.string()),
-        ("at", schemas.TIMESTAMP),
-        ("error", pa.string()),
-        ("raw", pa.string()),
-    ]
-)
-"""One input row of any input table (columns a table does not have are null)."""
 
 
 class LakeSchemaError(ValueError):
     """An input table lacks a column the SPEC requires: the lake is unusable as it is."""
 
 
-@dataclass(frozen=True)
-class TableKind:
-    """What an input table holds: its SPEC schema, required columns and event-time column."""
-
-    schema: pa.Schema
-    required: tuple[str, ...]
-    time_column: str
-
-
-KINDS = {
-    "addresses": TableKind(schemas.MESSAGE, schemas.MESSAGE_REQUIRED, "sent_at"),
-    lake.DELIVERIES: TableKind(schemas.DELIVERY, tuple(schemas.DELIVERY.names), "at"),
-    lake.MANAGEMENT: TableKind(schemas.MANAGEMENT, schemas.MANAGEMENT_REQUIRED, "at"),
-}
-
-
-def kind_of(source: str) -> TableKind:
-    return KINDS["addresses" if source.startswith(f"{lake.ADDRESSES}/") else source]
-
-
 def input_sources(root: lake.Lake) -> list[str]:
     """Lake paths of every input table that exists now."""
-    fixed = [s for s in (lake.DELIVERIES, lake.MANAGEMENT) if is_table(root.table(s))]
+    fixed = [s for s in (layout.DELIVERIES, layout.MANAGEMENT) if is_table(root.table(s))]
     return root.address_sources() + fixed
 
 
@@ -162,8 +125,6 @@ def read_events(spark: SparkSession, slices: Sequence[Row]) -> DataFrame:
 
         events = read_events(spark, batch.collect())  # in foreachBatch
     """
-    from routing.normalise import normalise
-
     frames = []
     ordered = sorted(slices, key=lambda s: (s.source, s.after is not None))
     for (source, _), group in groupby(ordered, key=lambda s: (s.source, s.after is not None)):

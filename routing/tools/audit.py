@@ -11,13 +11,14 @@ Operators ask three kinds of question, and each has its functions here:
   attempts and how long (:func:`dead_letters` and the aggregates after it);
   what was dropped and why (:func:`dropped`); what expired (:func:`expiries`).
 - **What if** the broker had run another ``broker.xml``: copy the lake's inputs
-  into a scratch lake, route them there (:func:`what_if`) and compare outcomes
-  side by side (:func:`compare_outcomes`, :func:`side_by_side`).
+  into a scratch lake (:func:`copy_inputs`), route them there with the job
+  (:func:`jobs.what_if.what_if`) and compare outcomes side by side
+  (:func:`compare_outcomes`, :func:`side_by_side`).
 
 Everything between the edges is a pure ``DataFrame -> DataFrame`` function over the
 lake's tables as :func:`load_lake` reads them; only :func:`load_lake`,
-:func:`read_table`, :func:`copy_inputs`, :func:`route` and :func:`what_if` touch
-storage, and the only lake they ever write is the scratch lake of a what-if.
+:func:`read_table`, :func:`lake_clock` and :func:`copy_inputs` touch storage, and the
+only lake they ever write is the scratch lake of a what-if.
 
 Example::
 
@@ -32,7 +33,6 @@ Example::
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import re
@@ -45,12 +45,13 @@ from pathlib import Path
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from routing import journal as events
-from routing import schemas
-from routing.breadcrumbs import ORIG_ADDRESS, ORIG_MESSAGE_ID, ORIG_QUEUE
-from routing.delta_tables import last_user_metadata
-from routing.lake import DELIVERIES, MANAGEMENT, Lake
-from routing.storage import TABLE, append_tables, read_table
+from routing.broker.layout import DELIVERIES, MANAGEMENT
+from routing.io.delta_tables import last_user_metadata
+from routing.io.lake import Lake
+from routing.io.storage import TABLE, append_tables, read_table
+from routing.plan import journal as events
+from routing.plan import schemas
+from routing.plan.breadcrumbs import ORIG_ADDRESS, ORIG_MESSAGE_ID, ORIG_QUEUE
 
 __all__ = [
     "DIVERTED",
@@ -58,7 +59,6 @@ __all__ = [
     "NO_ROUTE",
     "SEND_TO_DLA",
     "LakeFrames",
-    "WhatIf",
     "attempts_and_durations",
     "bucket_width",
     "compare_outcomes",
@@ -79,10 +79,8 @@ __all__ = [
     "path",
     "paths",
     "read_table",
-    "route",
     "side_by_side",
     "top_causes",
-    "what_if",
 ]
 
 MAX_DELIVERY_ATTEMPTS = "MAX_DELIVERY_ATTEMPTS"
@@ -816,15 +814,6 @@ def compare_rejections(before: DataFrame, after: DataFrame) -> DataFrame:
     return side_by_side(counted(before), counted(after), ["source", "reason"], "rows")
 
 
-@dataclass(frozen=True)
-class WhatIf:
-    """A what-if run: the job's exit status, the scratch lake it routed, what it printed."""
-
-    status: int
-    lake: Lake
-    output: str
-
-
 def _input_rows(spark: SparkSession, lake: Lake) -> DataFrame:
     """The inputs of ``lake`` as one frame tagged with their table (``_table``):
     producers' rows (``copy_reason`` null) of each address table, deliveries and
@@ -861,49 +850,6 @@ def copy_inputs(
     if target.exists() and any(target.iterdir()):
         raise ValueError(f"scratch lake {target} is not empty; give a new directory")
     append_tables(_input_rows(spark, Lake.at(source)), Lake.at(target))
-
-
-def route(
-    spark: SparkSession,
-    conf: str | os.PathLike[str],
-    lake: str | os.PathLike[str],
-    *,
-    as_of: datetime | None = None,
-) -> WhatIf:
-    """Run the routing job available-now over ``lake`` with ``conf`` (``jobs.route``).
-
-    :return: the job's exit status (0 done, 2 invalid configuration, 1 failed) and output.
-    """
-    from jobs import route as route_job  # the job itself, not a re-implementation
-
-    argv = ["--conf", str(conf), "--lake", str(lake), "--available-now"]
-    if as_of is not None:
-        argv += ["--as-of", as_of.astimezone(UTC).isoformat()]
-    output = io.StringIO()
-    status = route_job.main(argv, spark=spark, out=output, err=output)
-    return WhatIf(status, Lake.at(lake), output.getvalue())
-
-
-def what_if(
-    spark: SparkSession,
-    lake: str | os.PathLike[str],
-    conf: str | os.PathLike[str],
-    scratch: str | os.PathLike[str],
-) -> WhatIf:
-    """Replay the inputs of ``lake`` under ``conf`` into the empty lake ``scratch``.
-
-    The job runs ``--as-of`` the audited lake's clock (:func:`lake_clock`), so both
-    lakes stand at the same moment. Compare with :func:`compare_outcomes` on the two
-    lakes' ``queue_messages``.
-
-    Example::
-
-        run = what_if(spark, "lake", "/tmp/broker-5-attempts.xml", "/tmp/what-if")
-        compare_outcomes(load_lake(spark, "lake").queue_messages,
-                         load_lake(spark, run.lake).queue_messages).show()
-    """
-    copy_inputs(spark, lake, scratch)
-    return route(spark, conf, scratch, as_of=lake_clock(lake))
 
 
 def _check_id(message_id: int) -> None:

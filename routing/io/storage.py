@@ -2,9 +2,9 @@
 
 :class:`DeltaStorage` is the only storage, in the embedded session and on a cluster:
 
-- the input stream is the ``lake_events`` source (:mod:`routing.lake_events`): it plans
+- the input stream is the ``lake_events`` source (:mod:`routing.io.lake_events`): it plans
   the event-time cut from the tables' metadata, and the rows are read by Spark's own
-  readers (:func:`routing.lake_events.read_events`);
+  readers (:func:`routing.io.lake_events.read_events`);
 - address tables (copies), ``journal``, ``rejected`` and the producer ids are plain
   appends (``df.write.format("delta")``) carrying the app transaction (``txnAppId`` =
   the query's app id, ``txnVersion`` = the batch id), so a batch replayed after a crash
@@ -33,13 +33,14 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from routing import lake as layout
-from routing import schemas
-from routing._columns import tagged_union
-from routing.delta_tables import file_count, is_table, last_user_metadata, transaction_version
-from routing.engine import BatchResult, JobState, batch_values
-from routing.lake import Lake
-from routing.scratch import Scratch
+from routing.broker import layout
+from routing.broker.state import JobState
+from routing.io.delta_tables import file_count, is_table, last_user_metadata, transaction_version
+from routing.io.lake import Lake
+from routing.plan import schemas
+from routing.plan._columns import tagged_union
+from routing.plan.batch import BatchResult, batch_values
+from routing.plan.scratch import Scratch
 
 TABLE = "_table"
 """The column of a tagged union of rows that names each row's table (lake-relative)."""
@@ -203,7 +204,7 @@ class DeltaStorage:
 
     def events(self, spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
         """The input stream: one row per slice of an input table a batch reads
-        (:func:`routing.lake_events.read_events` turns them into the rows)."""
+        (:func:`routing.io.lake_events.read_events` turns them into the rows)."""
         reader = spark.readStream.format("lake_events")
         for key, value in options.items():
             reader = reader.option(key, value)
@@ -233,7 +234,7 @@ class DeltaStorage:
         """Producer ids accepted by batches before ``batch_id`` (None before the first).
 
         Rows of ``batch_id`` itself are left out: a batch replayed after a crash may find
-        them. The batch id is data, not a literal (:func:`routing.engine.batch_values`).
+        them. The batch id is data, not a literal (:func:`routing.plan.batch.batch_values`).
         """
         if not is_table(self.lake.producer_ids):
             return None

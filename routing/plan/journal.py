@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from routing import schemas
-from routing._columns import chosen_values
+from routing.plan import schemas
+from routing.plan._columns import chosen_values
 
 ROUTED = "ROUTED"
 REDELIVERY_SCHEDULED = "REDELIVERY_SCHEDULED"

@@ -1,4 +1,4 @@
-"""An input table's rows as :data:`routing.lake_events.EVENT` rows, in Spark expressions.
+"""An input table's rows as :data:`EVENT` rows, in Spark expressions.
 
 Spark's Parquet reader hands over a table's rows in whatever types the producer gave its
 columns (SPEC §3 lets producers use any Delta writer). The job needs the SPEC types, and
@@ -32,8 +32,10 @@ from __future__ import annotations
 
 import json
 import unicodedata
+from dataclasses import dataclass
 from functools import cache
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_type
@@ -57,8 +59,47 @@ from pyspark.sql.types import (
     VariantType,
 )
 
-from routing import lake
-from routing.lake_events import EVENT, kind_of
+from routing.broker import layout
+from routing.plan import schemas
+
+EVENT = pa.schema(
+    [
+        ("source", pa.string()),
+        ("version", pa.int64()),
+        ("file", pa.string()),
+        ("row", pa.int64()),
+        *[(f.name, f.type) for f in schemas.MESSAGE],
+        ("queue", pa.string()),
+        ("outcome", pa.string()),
+        ("op", pa.string()),
+        ("filter", pa.string()),
+        ("at", schemas.TIMESTAMP),
+        ("error", pa.string()),
+        ("raw", pa.string()),
+    ]
+)
+"""One input row of any input table (columns a table does not have are null)."""
+
+
+@dataclass(frozen=True)
+class TableKind:
+    """What an input table holds: its SPEC schema, required columns and event-time column."""
+
+    schema: pa.Schema
+    required: tuple[str, ...]
+    time_column: str
+
+
+KINDS = {
+    "addresses": TableKind(schemas.MESSAGE, schemas.MESSAGE_REQUIRED, "sent_at"),
+    layout.DELIVERIES: TableKind(schemas.DELIVERY, tuple(schemas.DELIVERY.names), "at"),
+    layout.MANAGEMENT: TableKind(schemas.MANAGEMENT, schemas.MANAGEMENT_REQUIRED, "at"),
+}
+
+
+def kind_of(source: str) -> TableKind:
+    return KINDS["addresses" if source.startswith(f"{layout.ADDRESSES}/") else source]
+
 
 EVENT_SCHEMA: StructType = from_arrow_schema(EVENT)
 """The Spark schema of what :func:`normalise` returns."""
@@ -105,10 +146,12 @@ def normalise(rows: DataFrame, source: str) -> DataFrame:
         raise TypeError(f"rows must be a DataFrame, got {type(rows).__name__}")
     if not isinstance(source, str):
         raise TypeError(f"source must be a str, got {type(source).__name__}")
-    if source not in (lake.DELIVERIES, lake.MANAGEMENT) and not lake.is_address_source(source):
+    if source not in (layout.DELIVERIES, layout.MANAGEMENT) and not layout.is_address_source(
+        source
+    ):
         raise ValueError(
             f"source {source!r}: expected an input table, "
-            f"{lake.DELIVERIES}, {lake.MANAGEMENT} or {lake.ADDRESSES}/<dir(address)>"
+            f"{layout.DELIVERIES}, {layout.MANAGEMENT} or {layout.ADDRESSES}/<dir(address)>"
         )
     kind = kind_of(source)
     present = {f.name: f.dataType for f in rows.schema.fields}
@@ -130,7 +173,7 @@ def normalise(rows: DataFrame, source: str) -> DataFrame:
         values[target.name] = value
         if reason is not None:
             reasons.append(reason)
-    if lake.is_address_source(source):
+    if layout.is_address_source(source):
         reasons.append(misplaced(values["address"], source))
 
     kept = sorted(name for name in kind.schema.names if name in present)
@@ -211,7 +254,7 @@ def misplaced(address: Column, source: str) -> Column:
 
     A folder that is no address's ``dir`` (made by hand) holds no row of any address.
     """
-    expected = lake.address_of_source(source)
+    expected = layout.address_of_source(source)
     wrong = address.isNotNull() & (address != F.lit(""))
     if expected is not None:
         wrong = wrong & (address != F.lit(expected))

@@ -22,7 +22,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-from routing._columns import literal_map
+from routing.plan._columns import literal_map
 
 TURNS = StructType(
     [

@@ -31,7 +31,7 @@ which are validated to lie in ``[0, 2**62)``. Two different hops collide only if
 their 62-bit hashes do: for ``n`` copies in one lake the probability is about
 ``n**2 / 2**63`` (1e6 copies: 1.1e-7; 1e8: 1.1e-3; 1e9: 0.11).
 
-The Column version uses only native Spark functions (``octet_length``,
+The Column version (:func:`routing.plan.ids.copy_id`) uses only native Spark functions (``octet_length``,
 ``concat``, ``sha2``, ``conv``, bit operations), never Spark's internal hashes,
 and equals :func:`copy_id_py` bit for bit.
 """
@@ -40,10 +40,7 @@ from __future__ import annotations
 
 import hashlib
 
-from pyspark.sql import Column
-from pyspark.sql import functions as F
-
-__all__ = ["COPY_ID_BASE", "COPY_ID_VERSION", "copy_id", "copy_id_py", "is_copy_id"]
+__all__ = ["COPY_ID_BASE", "COPY_ID_VERSION", "NULL_MARK", "copy_id_py"]
 
 COPY_ID_BASE: int = 1 << 62
 """Smallest copy id; producer ids are below it."""
@@ -51,29 +48,16 @@ COPY_ID_BASE: int = 1 << 62
 COPY_ID_VERSION: str = "copy-id/v1|"
 """Domain prefix hashed before the components; a new function gets a new prefix."""
 
-ColumnOrName = Column | str
-"""A Column or a column name (``routing/_typing.py`` is not there yet)."""
-
-_NULL_MARK = "-"
+NULL_MARK = "-"
+"""How a null component is encoded (its length-prefixed form otherwise)."""
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
-
-
-def _col(c: ColumnOrName) -> Column:
-    return c if isinstance(c, Column) else F.col(c)
 
 
 def _enc_py(value: str | None) -> bytes:
     if value is None:
-        return _NULL_MARK.encode("ascii")
+        return NULL_MARK.encode("ascii")
     raw = value.encode("utf-8")
     return str(len(raw)).encode("ascii") + b":" + raw
-
-
-def _enc_col(value: Column, *, nullable: bool) -> Column:
-    encoded = F.concat(F.octet_length(value).cast("string"), F.lit(":"), value)
-    if not nullable:
-        return encoded  # a null required component makes the whole id null
-    return F.when(value.isNull(), F.lit(_NULL_MARK)).otherwise(encoded)
 
 
 def copy_id_py(
@@ -115,53 +99,3 @@ def copy_id_py(
     )
     x = int.from_bytes(hashlib.sha256(message).digest()[:8], "big")
     return COPY_ID_BASE + (x & (COPY_ID_BASE - 1))
-
-
-def copy_id(
-    parent_id: ColumnOrName,
-    reason: ColumnOrName,
-    left: ColumnOrName,
-    target_address: ColumnOrName,
-    target_queue: ColumnOrName,
-) -> Column:
-    """The copy id as a native Spark Column, equal to :func:`copy_id_py` bit for bit.
-
-    Null ``left`` / ``target_queue`` are encoded as null; a null ``parent_id``,
-    ``reason`` or ``target_address`` gives a null id (they are required).
-
-    :param parent_id: bigint Column (or column name) of the parent's id.
-    :param reason: string Column or name; pass literals as ``F.lit("DIVERT")``.
-    :param left: string Column or name, may be null.
-    :param target_address: string Column or name.
-    :param target_queue: string Column or name, may be null.
-    :return: a bigint Column in ``[COPY_ID_BASE, 2**63)``.
-
-    Example::
-
-        copies.withColumn("message_id", copy_id("parent_id", F.lit("DIVERT"),
-                                                "divert", "forward_address", F.lit(None)))
-    """
-    parent = _col(parent_id).cast("bigint").cast("string")
-    message = F.concat(
-        F.lit(COPY_ID_VERSION),
-        _enc_col(parent, nullable=False),
-        _enc_col(_col(reason).cast("string"), nullable=False),
-        _enc_col(_col(left).cast("string"), nullable=True),
-        _enc_col(_col(target_address).cast("string"), nullable=False),
-        _enc_col(_col(target_queue).cast("string"), nullable=True),
-    )
-    digest = F.sha2(message.cast("binary"), 256)  # lower-case hex; UTF-8 bytes of the string
-    # The first 64 bits are hex digits 1..16; keep the low 62: the first digit's low 2 bits
-    # then 15 digits (60 bits, fits a bigint without overflow under ANSI mode).
-    top2 = F.conv(F.substring(digest, 1, 1), 16, 10).cast("bigint").bitwiseAND(F.lit(3))
-    low60 = F.conv(F.substring(digest, 2, 15), 16, 10).cast("bigint")
-    return F.lit(COPY_ID_BASE).bitwiseOR(F.shiftleft(top2, 60)).bitwiseOR(low60)
-
-
-def is_copy_id(message_id: ColumnOrName) -> Column:
-    """True for ids in the copy range ``[2**62, 2**63)``, i.e. made by the job.
-
-    :param message_id: bigint Column or column name.
-    :return: a boolean Column (null for a null id).
-    """
-    return _col(message_id) >= F.lit(COPY_ID_BASE)

@@ -3,9 +3,9 @@
 Follows Artemis's ``DivertImpl`` and ``QueueImpl.makeCopy``/``move`` with the SPEC's
 breadcrumb history (§5.4–§5.6):
 
-- a new ``message_id`` from :func:`routing.ids.copy_id` (parent id + hop);
+- a new ``message_id`` from :func:`routing.plan.ids.copy_id` (parent id + hop);
 - the breadcrumb map rebuilt by the one vectorized UDF
-  (:func:`routing.breadcrumbs.rebuild_breadcrumbs`), ``_AMQ_ORIG_QUEUE`` = the queue
+  (:func:`routing.plan.breadcrumbs.rebuild_breadcrumbs`), ``_AMQ_ORIG_QUEUE`` = the queue
   or divert left (none for send-to-dla-on-no-route);
 - diverts keep the expiration and set the routing type per ``routing-type``;
   every other copy clears the expiration and takes as routing type the
@@ -20,9 +20,9 @@ from collections.abc import Callable
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from routing import schemas
-from routing.breadcrumbs import rebuild_breadcrumbs
-from routing.ids import copy_id
+from routing.plan import schemas
+from routing.plan.breadcrumbs import rebuild_breadcrumbs
+from routing.plan.ids import copy_id
 
 DIVERT, DEAD_LETTER, EXPIRY, MOVE, RETRY = "DIVERT", "DEAD_LETTER", "EXPIRY", "MOVE", "RETRY"
 ROUTING_TYPES = ("ANYCAST", "MULTICAST")

@@ -1,14 +1,10 @@
-"""The lake layout of SPEC §3: where each table lives under the lake root.
-
-Only names and paths here; no I/O beyond listing the ``addresses/`` folder.
-"""
+"""The lake layout of SPEC §3 as names: each table's path in the lake, and the
+folder name of an address's table (``dir(address)``). Pure Python, no I/O; the
+:class:`routing.io.lake.Lake` roots these names at a directory."""
 
 from __future__ import annotations
 
-import os
 import re
-from dataclasses import dataclass
-from pathlib import Path
 
 _KEPT = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 _ESCAPE = re.compile(rb"=([0-9A-F]{2})")
@@ -52,63 +48,6 @@ def address_dir(address: str) -> str:
 def address_from_dir(name: str) -> str:
     """Inverse of :func:`address_dir`."""
     return _ESCAPE.sub(lambda m: bytes([int(m.group(1), 16)]), name.encode("ascii")).decode("utf-8")
-
-
-@dataclass(frozen=True)
-class Lake:
-    """Paths of the lake's tables, rooted at ``root`` (a local directory or URI)."""
-
-    root: str
-
-    @classmethod
-    def at(cls, root: str | os.PathLike[str]) -> Lake:
-        return cls(str(Path(root).absolute()) if "://" not in str(root) else str(root))
-
-    def table(self, relative: str) -> str:
-        """Absolute path of a table given by its path in the lake (``deliveries``, ``addresses/x``)."""
-        return f"{self.root.rstrip('/')}/{relative}"
-
-    def address_table(self, address: str) -> str:
-        return self.table(address_source(address))
-
-    @property
-    def deliveries(self) -> str:
-        return self.table(DELIVERIES)
-
-    @property
-    def management(self) -> str:
-        return self.table(MANAGEMENT)
-
-    @property
-    def queue_messages(self) -> str:
-        return self.table(QUEUE_MESSAGES)
-
-    @property
-    def journal(self) -> str:
-        return self.table(JOURNAL)
-
-    @property
-    def rejected(self) -> str:
-        return self.table(REJECTED)
-
-    @property
-    def producer_ids(self) -> str:
-        """The job's own record of accepted producer ids (not an input, not in SPEC §3)."""
-        return self.table(PRODUCER_IDS)
-
-    def checkpoint(self, query: str) -> str:
-        return self.table(f"{CHECKPOINTS}/{query}")
-
-    def address_sources(self) -> list[str]:
-        """Lake paths (``addresses/<dir>``) of every address table that exists now, sorted."""
-        base = Path(self.table(ADDRESSES))
-        if not base.is_dir():
-            return []
-        return sorted(
-            f"{ADDRESSES}/{entry.name}"
-            for entry in base.iterdir()
-            if (entry / "_delta_log").is_dir()
-        )
 
 
 def address_source(address: str) -> str:

@@ -1,6 +1,6 @@
 """The events of each (queue, message) in order: their running figures in one vectorized pass.
 
-The delivery fold (:mod:`routing.deliveries`) needs, for every event of a message in a
+The delivery fold (:mod:`routing.plan.deliveries`) needs, for every event of a message in a
 queue, figures that depend on the events before it: how many ROLLBACKs so far, which
 event ends the message, which is the last one applied. Spark's window functions compute
 them, but a window over hundreds of thousands of one- or two-row partitions costs about

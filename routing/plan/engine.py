@@ -9,7 +9,7 @@ happens in event-time order whatever the micro-batch sizes.
 
 Auto-created queues exist from the moment of the dead letter or expiry that
 creates them (``JobState.created``: its event time, then its rank at that instant,
-:data:`routing.topology.RANKS`). A batch is planned with the creation moments it
+:data:`routing.broker.topology.RANKS`). A batch is planned with the creation moments it
 assumes (those of earlier batches at first); when its own dead letters and expiries
 create a queue, or create one earlier than assumed, the batch is planned again with
 the moments it found, until what it assumes is what it finds (docs/DESIGN.md). Each
@@ -22,18 +22,21 @@ per table.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from routing import schemas
-from routing._columns import literal_map, union_all
-from routing.breadcrumbs import ORIG_ADDRESS
-from routing.copies import DEAD_LETTER, EXPIRY
-from routing.deliveries import (
+from routing.broker.filters import FilterSyntaxError, parse_filter
+from routing.broker.ids import COPY_ID_BASE
+from routing.broker.state import JobState
+from routing.broker.topology import Created, Topology
+from routing.plan import schemas
+from routing.plan._columns import literal_map, union_all
+from routing.plan.batch import BatchResult, batch_values
+from routing.plan.breadcrumbs import ORIG_ADDRESS
+from routing.plan.copies import DEAD_LETTER, EXPIRY
+from routing.plan.deliveries import (
     CHANGED,
     EVENT_COLUMNS,
     EXPIRE_KIND,
@@ -45,72 +48,20 @@ from routing.deliveries import (
     no_pending_message,
     rejected_events,
 )
-from routing.expiry import expires_at
-from routing.filters import FilterSyntaxError, matches, parse_filter
-from routing.ids import COPY_ID_BASE
-from routing.inputs import classify, split
-from routing.routing import Router
-from routing.scratch import Scratch
-from routing.topology import Created, Topology
-from routing.turns import positions_frame
+from routing.plan.expiry import expires_at
+from routing.plan.facts import exists_at, queue_facts
+from routing.plan.filters import matches
+from routing.plan.inputs import classify, split
+from routing.plan.router import Router
+from routing.plan.scratch import Scratch
+from routing.plan.turns import positions_frame
 
 QUEUE_ROW = schemas.QUEUE_MESSAGE.names
-STATE_VERSION = 1
 MAX_ATTEMPTS = 8
 """Plans of one batch at most, each assuming the creation moments the previous one found."""
 BROADCAST_CHANGES = 200_000
 """Input rows of a batch up to which the fold's changes (at most one per input row) are
 broadcast to the queue rows they apply to rather than joined by a shuffle of both."""
-
-
-@dataclass
-class JobState:
-    """What the job carries from one micro-batch to the next, besides queue rows."""
-
-    clock: int | None = None  # lake clock, epoch µs
-    positions: dict[str, int] = field(default_factory=dict)  # round-robin positions
-    # auto-created queue -> when it was created: (epoch µs, rank at that instant)
-    created: dict[str, tuple[int, int]] = field(default_factory=dict)
-
-    def to_json(self) -> str:
-        return json.dumps(
-            {
-                "version": STATE_VERSION,
-                "clock": self.clock,
-                "positions": self.positions,
-                "created": {name: list(t) for name, t in self.created.items()},
-            },
-            sort_keys=True,
-        )
-
-    @classmethod
-    def from_json(cls, text: str | None) -> JobState:
-        """The state a commit carries; one written before ``created`` existed has created
-        no queue yet."""
-        if not text:
-            return cls()
-        data = json.loads(text)
-        created = {name: (int(t), int(r)) for name, (t, r) in data.get("created", {}).items()}
-        return cls(data.get("clock"), dict(data.get("positions", {})), created)
-
-
-@dataclass
-class BatchResult:
-    """Everything a micro-batch writes, as lazy frames over the batch's scratch."""
-
-    queue_rows: DataFrame  # rows for queue_messages (QUEUE_ROW): new or changed
-    journal: DataFrame
-    rejected: DataFrame
-    copies: DataFrame  # message rows to append to their address tables
-    clock: int | None  # the lake clock after the batch (epoch µs)
-    positions: DataFrame  # round-robin positions after the batch (turns.POSITIONS)
-    routed: DataFrame  # the producer rows accepted for routing
-    rows_in: int = 0  # input rows, the job's own copies read back aside
-    routed_rows: int = 0  # rows of ``routed``
-    own_copies: int = 0  # the job's own copies read back (skipped: routed when made)
-    rounds: int = 0
-    created: dict[str, tuple[int, int]] = field(default_factory=dict)  # JobState.created after
-    attempts: int = 1  # plans of the batch (more than one when it created a queue)
 
 
 def filter_errors(filters: Iterable[str]) -> dict[str, str]:
@@ -124,18 +75,6 @@ def filter_errors(filters: Iterable[str]) -> dict[str, str]:
         except FilterSyntaxError as error:
             errors[text] = str(error)
     return errors
-
-
-def batch_values(spark: SparkSession, **values: int | None) -> DataFrame:
-    """One row of the batch's own values (``_<name>`` bigint columns), to join where a plan
-    needs them.
-
-    Values of a batch (its id, the lake clock) are passed as data, never as literals:
-    Spark compiles literals into the generated code, and a plan that differs in a literal
-    from the previous batch's is compiled again (about 250 ms a class).
-    """
-    names = ", ".join(f"_{name} bigint" for name in values)
-    return F.broadcast(spark.createDataFrame([tuple(values.values())], names))
 
 
 def expiries(in_play: DataFrame, clock: DataFrame) -> DataFrame:
@@ -250,7 +189,7 @@ def created_queue(topology: Topology) -> Column:
     one of the address it left (``_AMQ_ORIG_ADDRESS``, the address of the queue it left).
 
     A move that creates a queue always makes a copy: the queue it creates is a binding
-    of the address it goes to (:meth:`routing.topology.Topology.queue_facts`).
+    of the address it goes to (:func:`routing.plan.facts.queue_facts`).
     """
     left = F.col("properties")[ORIG_ADDRESS]
     return F.when(
@@ -276,7 +215,7 @@ def _plan_batch(
     spark: SparkSession = events.sparkSession
 
     def exists(name: Column, at: Column, rank: Column) -> Column:
-        return topology.exists_at(name, at, rank, assumed)
+        return exists_at(topology, name, at, rank, assumed)
 
     classified = classify(events, topology.queues, scratch, taken, exists)
     facts = classified.agg(
@@ -340,10 +279,12 @@ def _plan_batch(
                 expiries(in_play, clock_values) if clock is not None else None,
             ]
         )
-        queue_facts = F.broadcast(topology.queue_facts(spark, known))
-        retry_target = topology.exists_at(F.col("_orig_queue"), F.col("at"), MANAGEMENT_KIND, known)
+        facts = F.broadcast(queue_facts(spark, topology, known))
+        retry_target = exists_at(
+            topology, F.col("_orig_queue"), F.col("at"), MANAGEMENT_KIND, known
+        )
         folded = fold(
-            round_events, fold_state(in_play), queue_facts, queue_addresses, scratch, retry_target
+            round_events, fold_state(in_play), facts, queue_addresses, scratch, retry_target
         )
         updated.append(folded.updated)
         journals.append(folded.journal)

@@ -2,10 +2,10 @@
 
 For each row entering an address (Artemis ``BindingsImpl.route``):
 
-1. its expiry settings apply (:mod:`routing.expiry`);
+1. its expiry settings apply (:mod:`routing.plan.expiry`);
 2. every matching exclusive divert fires; if any did, the row goes nowhere else;
 3. otherwise every matching non-exclusive divert fires (diverts sharing a
-   routing-name take turns, :mod:`routing.turns`), and the row goes to every
+   routing-name take turns, :mod:`routing.plan.turns`), and the row goes to every
    matching MULTICAST queue and to one ANYCAST queue (turns again), each only if
    the queue's filter matches and its kind matches the row's routing type (null
    matches both);
@@ -38,25 +38,25 @@ from functools import cached_property
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from routing import journal, schemas
-from routing._columns import case_of, chosen_values, empty_array, literal_map, union_all
-from routing.config import DivertConfig
-from routing.copies import DEAD_LETTER, DIVERT, make_copies
-from routing.expiry import expiration_by_address, has_expiry_settings
-from routing.filters import matches
-from routing.ids import copy_id
-from routing.lake import address_source
-from routing.scratch import Scratch
-from routing.topology import (
+from routing.broker.config import DivertConfig
+from routing.broker.layout import address_source
+from routing.broker.topology import (
     ANYCAST,
     MESSAGE_RANK,
     MULTICAST,
     Created,
     Topology,
-    moment,
     moment_of,
 )
-from routing.turns import take_turns
+from routing.plan import journal, schemas
+from routing.plan._columns import case_of, chosen_values, empty_array, literal_map, union_all
+from routing.plan.copies import DEAD_LETTER, DIVERT, make_copies
+from routing.plan.expiry import expiration_by_address, has_expiry_settings
+from routing.plan.facts import moment
+from routing.plan.filters import matches
+from routing.plan.ids import copy_id
+from routing.plan.scratch import Scratch
+from routing.plan.turns import take_turns
 
 MAX_HOPS = 64
 CHUNK = 8  # passes routed lazily between emptiness checks when the copy graph has a cycle
@@ -207,7 +207,7 @@ class Router:
 
     @cached_property
     def _group_widths(self) -> dict[str, int | None]:
-        """Turn groups for :func:`routing.turns.take_turns`: the number of bindings of a
+        """Turn groups for :func:`routing.plan.turns.take_turns`: the number of bindings of a
         group whose bindings have no filter (a plain rotation), else None."""
         return {
             g.key: len(g.members) if all(f is None for f in g.filters) else None
@@ -370,7 +370,7 @@ class Router:
 
         :param created: auto-created queue -> the moment it was created; one not in it
             does not exist yet. With auto-created queues, rows carry ``_rank`` (their rank
-            at their instant, :data:`routing.topology.RANKS`); rows without are producer
+            at their instant, :data:`routing.broker.topology.RANKS`); rows without are producer
             rows (rank 0).
         """
         result = Routed(positions=positions)

@@ -26,13 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from xml.parsers import expat
 
-from routing.settings import (
+from routing.broker.settings import (
     AddressSettings,
     AddressSettingsRepository,
     WildcardConfig,
     _FrozenMapping,
 )
-from routing.validation import (
+from routing.broker.validation import (
     ConfigError,
     validate_boolean,
     validate_divert_routing_type,

@@ -1,7 +1,7 @@
 """Delta metadata the job needs and delta-spark's Python API does not give: through delta-rs.
 
-Rows are never read or written here: delta-spark does that (routing.storage,
-routing.lake_events). What this module answers, with delta-rs's public API
+Rows are never read or written here: delta-spark does that (routing.io.storage,
+routing.io.lake_events). What this module answers, with delta-rs's public API
 (``deltalake.DeltaTable``), is metadata:
 
 - a table's version and schema, and the files each version added, with their

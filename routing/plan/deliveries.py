@@ -19,11 +19,11 @@ stay narrow however large the properties and bodies are. Its results are narrow
 too: the new state of each changed row (:attr:`Folded.updated`) and the moves that
 make copies (:attr:`Folded.moves`); :func:`copies_of` joins the few moved messages
 back to their rows to copy them (SPEC §5.4) through
-:func:`routing.copies.make_copies`.
+:func:`routing.plan.copies.make_copies`.
 
 The running figures of each message's events in order (position, delivery count, the
 first ending event, the last applied one) come from one vectorized pass over the events
-sorted by key and order (:mod:`routing.sequences`).
+sorted by key and order (:mod:`routing.plan.sequences`).
 """
 
 from __future__ import annotations
@@ -34,15 +34,15 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from routing import journal, schemas
-from routing._columns import literal_map, union_all
-from routing.breadcrumbs import ORIG_ADDRESS, ORIG_QUEUE
-from routing.copies import ACTUAL_EXPIRY, DEAD_LETTER, EXPIRY, MOVE, RETRY, make_copies
-from routing.ids import copy_id
-from routing.lake import DELIVERIES
-from routing.scratch import Scratch
-from routing.sequences import in_order
-from routing.topology import moment
+from routing.broker.layout import DELIVERIES
+from routing.plan import journal, schemas
+from routing.plan._columns import literal_map, union_all
+from routing.plan.breadcrumbs import ORIG_ADDRESS, ORIG_QUEUE
+from routing.plan.copies import ACTUAL_EXPIRY, DEAD_LETTER, EXPIRY, MOVE, RETRY, make_copies
+from routing.plan.facts import moment
+from routing.plan.ids import copy_id
+from routing.plan.scratch import Scratch
+from routing.plan.sequences import in_order
 
 EXPIRE_KIND, DELIVERY_KIND, MANAGEMENT_KIND = 1, 2, 3
 ACK, ROLLBACK = "ACK", "ROLLBACK"
@@ -135,7 +135,7 @@ def fold(
 
     :param events: :data:`EVENT_COLUMNS`.
     :param state: :func:`fold_state` of the PENDING queue rows in play.
-    :param facts: :meth:`routing.topology.Topology.queue_facts`.
+    :param facts: :func:`routing.plan.facts.queue_facts`.
     :param queue_addresses: queue name -> address, for MOVE and RETRY targets.
     :param scratch: the one frame everything below reads is checkpointed there.
     :param retry_target_exists: the queue ``_orig_queue`` exists at ``at`` (None: every
@@ -292,7 +292,7 @@ def copies_of(moves: DataFrame, in_play: DataFrame, source_of) -> DataFrame:
 
 
 def event_row() -> Column:
-    """An event's input row as JSON (``rejected.row``), as :mod:`routing.inputs` writes it:
+    """An event's input row as JSON (``rejected.row``), as :mod:`routing.plan.inputs` writes it:
     a delivery, or a management row naming a message (whose ``filter`` is null)."""
     delivery = F.to_json(F.struct("queue", "message_id", "outcome", "at"))
     management = F.to_json(
@@ -328,7 +328,7 @@ def _bound(prefix: str) -> Column:
     """The dead-letter (``dla``) or expiry (``expiry``) address has a binding when the event
     happens: from the start, or one the event creates itself (``<prefix>_has_bindings``),
     or one another address's dead letter (expiry) created by then (``<prefix>_bound_since``,
-    a moment: :meth:`routing.topology.Topology.queue_facts`). An event's kind is its rank
+    a moment: :func:`routing.plan.facts.queue_facts`). An event's kind is its rank
     at its instant."""
     since = F.col(f"{prefix}_bound_since")
     by_then = F.coalesce(moment(F.col("at"), F.col("_kind")) >= since, F.lit(False))

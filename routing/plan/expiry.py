@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from routing._columns import case_of
-from routing.settings import AddressSettings
+from routing.broker.settings import AddressSettings
+from routing.plan._columns import case_of
 
 UNSET = -1  # Artemis's default for expiry-delay, min- and max-expiry-delay
 

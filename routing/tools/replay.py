@@ -34,11 +34,12 @@ from pyspark.sql.types import (
     VariantType,
 )
 
-from routing import lake as layout
-from routing import schemas
-from routing._columns import literal_map, tagged_union
-from routing.lake import Lake, address_source
-from routing.storage import TABLE, append_tables
+from routing.broker import layout
+from routing.broker.layout import address_source
+from routing.io.lake import Lake
+from routing.io.storage import TABLE, append_tables
+from routing.plan import schemas
+from routing.plan._columns import literal_map, tagged_union
 
 KINDS = ("send", "delivery", "management")
 ZONED = r"(Z|z|[+-]\d\d(:?\d\d)?)$"

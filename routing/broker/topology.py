@@ -14,7 +14,7 @@ an event time and, within that instant, the SPEC §5.4 order of what happens the
 (:data:`RANKS`): a queue created by a delivery at t exists for the deliveries and
 management rows at t, not for the message rows or expiries at t. The creation
 moments are the job's state (``created``: queue name -> (epoch µs, rank), see
-:class:`routing.engine.JobState`); every question about bindings here takes them.
+:class:`routing.broker.state.JobState`); every question about bindings here takes them.
 A queue declared in broker.xml exists from the start.
 
 Example::
@@ -31,21 +31,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
-from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    BooleanType,
-    DoubleType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-)
-
-from routing._columns import literal_map
-from routing.config import BrokerConfig, DivertConfig
-from routing.settings import AddressSettings
+from routing.broker.config import BrokerConfig, DivertConfig
+from routing.broker.settings import AddressSettings
 
 ANYCAST = "ANYCAST"
 MULTICAST = "MULTICAST"
@@ -54,21 +41,17 @@ MESSAGE_RANK, EXPIRY_RANK, DELIVERY_RANK, MANAGEMENT_RANK = 0, 1, 2, 3
 RANKS = 4
 """What happens at one instant applies in this order (SPEC §5.4): message rows (and the
 copies routing makes of them), expiries, deliveries, management rows. A copy made by an
-event has its rank. The ranks of events are :mod:`routing.deliveries`' kinds."""
+event has its rank. The ranks of events are :mod:`routing.plan.deliveries`' kinds."""
 
 Created = Mapping[str, tuple[int, int]]
 """Auto-created queue -> the moment it was created: (epoch µs, rank)."""
 
 
 def moment_of(created: tuple[int, int]) -> int:
-    """A moment as one comparable number (what :func:`moment` computes for rows)."""
+    """A moment as one comparable number (what :func:`routing.plan.facts.moment` computes
+    for rows)."""
     micros, rank = created
     return micros * RANKS + rank
-
-
-def moment(at: Column, rank: Column | int) -> Column:
-    """The moment of a row at ``at`` with ``rank``, as one comparable bigint."""
-    return F.unix_micros(at) * RANKS + (rank if isinstance(rank, Column) else F.lit(rank))
 
 
 @dataclass(frozen=True)
@@ -203,17 +186,6 @@ class Topology:
         ]
         return min(moments, default=None)
 
-    def exists_at(self, name: Column, at: Column, rank: Column | int, created: Created) -> Column:
-        """The queue ``name`` exists for an event of ``rank`` at ``at``: declared, or
-        auto-created by then."""
-        declared = sorted(q.name for q in self.queues.values() if q.auto_created is None)
-        exists = name.isin(*declared) if declared else F.lit(False)
-        made = {q.name: moment_of(created[q.name]) for q in self.auto_queues if q.name in created}
-        if made:
-            since = literal_map(made, "bigint")[name]
-            exists = exists | F.coalesce(moment(at, rank) >= since, F.lit(False))
-        return exists
-
     @cached_property
     def routed_addresses(self) -> tuple[str, ...]:
         """Addresses with a queue or a divert: the only ones routing has to look at."""
@@ -230,8 +202,9 @@ class Topology:
             names.update(a for a in (settings.dead_letter_address, settings.expiry_address) if a)
         return frozenset(names)
 
-    def queue_facts(self, spark: SparkSession, created: Created) -> DataFrame:
-        """One row per queue: what the delivery fold needs, for a broadcast join.
+    def queue_fact_rows(self, created: Created) -> list[tuple[object, ...]]:
+        """One row per queue (:data:`routing.plan.facts.QUEUE_FACTS`): what the delivery
+        fold needs, for a broadcast join (:func:`routing.plan.facts.queue_facts`).
 
         ``dla_has_bindings``: the dead-letter address has a binding whenever a message of
         this queue is dead-lettered: a declared one, or the queue the dead letter itself
@@ -260,22 +233,4 @@ class Topology:
                     self.bound_since(s.expiry_address, created),
                 )
             )
-        return spark.createDataFrame(rows, QUEUE_FACTS)
-
-
-QUEUE_FACTS = StructType(
-    [
-        StructField("queue", StringType(), False),
-        StructField("queue_address", StringType(), False),
-        StructField("max_delivery_attempts", IntegerType(), False),
-        StructField("redelivery_delay", LongType(), False),
-        StructField("redelivery_delay_multiplier", DoubleType(), False),
-        StructField("max_redelivery_delay", LongType(), False),
-        StructField("dead_letter_address", StringType(), True),
-        StructField("dla_has_bindings", BooleanType(), False),
-        StructField("dla_bound_since", LongType(), True),
-        StructField("expiry_address", StringType(), True),
-        StructField("expiry_has_bindings", BooleanType(), False),
-        StructField("expiry_bound_since", LongType(), True),
-    ]
-)
+        return rows

@@ -3,7 +3,7 @@
 Every check raises :class:`ConfigError` with a message that names the element,
 the value found and what was expected, because the job turns it into exit
 status 2 and the operator only sees that message. ``ConfigError`` lives here
-(and is re-exported by :mod:`routing.config`) so that :mod:`routing.settings`
+(and is re-exported by :mod:`routing.broker.config`) so that :mod:`routing.broker.settings`
 can raise it without an import cycle.
 
 Value grammars follow Artemis's ``FileConfigurationParser`` / ``XMLUtil``:
@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    from routing.settings import WildcardConfig
+from routing.broker.filters import FilterSyntaxError, parse_filter
 
 __all__ = [
     "DIVERT_ROUTING_TYPES",
@@ -133,25 +131,20 @@ def validate_wildcard_characters(delimiter: str, any_words: str, single_word: st
         )
 
 
-def validate_match(match: str, wildcards: WildcardConfig) -> None:
-    """The any-words wildcard may only be the last character of a match.
+def validate_match(match: str, any_words: str) -> None:
+    """The any-words wildcard (``WildcardConfig.any_words``) may only be the last
+    character of a match.
 
     Artemis ``Match.verify``: a match containing ``#`` anywhere but at its end
     is illegal (``orders.#.eu``, ``#.x``).
     """
-    any_words = wildcards.any_words
     if any_words in match and match.index(any_words) < len(match) - 1:
         raise ConfigError(f"address-setting match '{match}': '{any_words}' must be the last word")
 
 
 def validate_filter(text: str, where: str) -> None:
-    """The filter parses with the job's Artemis filter grammar.
-
-    The filter module is imported here, not at module level, so loading a
-    configuration does not import PySpark unless a filter has to be checked.
-    """
-    from routing.filters import FilterSyntaxError, parse_filter
-
+    """The filter parses with the job's Artemis filter grammar (pure Python: loading a
+    configuration never imports PySpark)."""
     try:
         parse_filter(text)
     except FilterSyntaxError as exc:
