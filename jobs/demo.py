@@ -16,9 +16,9 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import numpy as np
 import pyarrow as pa
@@ -231,7 +231,7 @@ def traffic(messages: int, seed: int = 7) -> pa.Table:
     return table.take(order)
 
 
-def _table(columns: dict[str, object]) -> pa.Table:
+def _table(columns: Mapping[str, Any]) -> pa.Table:
     n = len(columns["type"])
     arrays = []
     for field in LOG:

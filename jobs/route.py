@@ -150,6 +150,7 @@ class BatchRunner:
         addresses = tuple(a for a in found if a is not None)
         if self._routed_for != addresses:
             self._router_cache, self._routed_for = Router(self.topology, addresses), addresses
+        assert self._router_cache is not None  # set above for these addresses
         return self._router_cache
 
 
@@ -199,7 +200,7 @@ def run(
             signal.signal(signum, lambda *_: stop.set())
     try:
         while query.isActive and not stop.is_set():
-            query.awaitTermination(0.5)
+            query.awaitTermination(0.5)  # type: ignore[arg-type]  # seconds; pyspark takes a float
         if stop.is_set():
             # stop cleanly: let the running micro-batch finish, then stop before the next
             runner.idle.wait()

@@ -24,6 +24,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 from xml.parsers import expat
 
 from routing.broker.settings import (
@@ -202,8 +203,8 @@ class BrokerConfig:
 # Safe XML
 
 
-def _forbid(source: str, what: str) -> Callable[..., None]:
-    def handler(*_: object) -> None:
+def _forbid(source: str, what: str) -> Callable[..., NoReturn]:
+    def handler(*_: object) -> NoReturn:
         raise ConfigError(
             f"{source}: {what} is not allowed (entity declarations can expand without "
             "bound or read other files; Artemis configurations need none)"

@@ -157,7 +157,11 @@ class Topology:
 
     @cached_property
     def _created_by(self) -> dict[tuple[str, str], str]:
-        return {(q.auto_created, q.created_by): q.name for q in self.auto_queues}
+        return {
+            (q.auto_created, q.created_by): q.name
+            for q in self.auto_queues
+            if q.auto_created is not None and q.created_by is not None  # both set when auto
+        }
 
     def creates(self, kind: str, address: str) -> str | None:
         """The queue a dead letter (``kind`` DEAD_LETTER) or an expiry (EXPIRY) of a message
@@ -212,7 +216,7 @@ class Topology:
         ``dla_bound_since``: from when it has one anyway, through another address's
         auto-created queue (the moment, :func:`moment_of`). The same for the expiry address.
         """
-        rows = []
+        rows: list[tuple[object, ...]] = []
         for queue in self.queues.values():
             s = self.settings(queue.address)
             rows.append(

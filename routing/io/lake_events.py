@@ -47,7 +47,7 @@ from pyspark.sql.types import StructType
 from routing.broker import layout
 from routing.io import lake
 from routing.io.delta_tables import DataFile, TableFiles, arrow_schema, is_table
-from routing.plan._columns import literal_map, union_all
+from routing.plan._columns import literal_map, union_of
 from routing.plan.normalise import EVENT, kind_of, normalise
 
 UNBOUNDED = 1 << 62
@@ -152,7 +152,7 @@ def read_events(spark: SparkSession, slices: Sequence[Row]) -> DataFrame:
         frames.append(events.where(keep))
     if not frames:
         return spark.createDataFrame([], from_arrow_schema(EVENT))
-    return union_all(frames)
+    return union_of(frames)
 
 
 # --------------------------------------------------------------------------------------
@@ -277,7 +277,7 @@ class LakeEventsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             ]
         return [SlicePartition(slices)]
 
-    def read(self, partition: SlicePartition) -> Iterator[tuple]:
+    def read(self, partition: InputPartition) -> Iterator[tuple]:
         # Spark plans one bare InputPartition when partitions() returns none
         yield from getattr(partition, "slices", ())
 

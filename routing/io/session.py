@@ -137,7 +137,9 @@ def has_jvm_delta(spark: SparkSession) -> bool:
     loaded by Spark's own loader.
     """
     try:
-        jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+        jvm = spark.sparkContext._jvm
+        if jvm is None:  # a session without a JVM gateway (Spark Connect)
+            return False
         jvm.org.apache.spark.util.Utils.classForName("io.delta.tables.DeltaTable", True, False)
         return True
     except Exception:

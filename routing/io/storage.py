@@ -87,17 +87,17 @@ def schema_of(table: str) -> pa.Schema:
 @contextlib.contextmanager
 def session_conf(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
     """Set session settings for the duration of a block, then restore the previous ones."""
-    previous = {key: spark.conf.get(key, None) for key in settings}
+    previous: dict[str, str | None] = {key: spark.conf.get(key, None) for key in settings}
     for key, value in settings.items():
         spark.conf.set(key, value)
     try:
         yield
     finally:
-        for key, value in previous.items():
-            if value is None:
+        for key, was in previous.items():
+            if was is None:
                 spark.conf.unset(key)
             else:
-                spark.conf.set(key, value)
+                spark.conf.set(key, was)
 
 
 def conform(rows: DataFrame, schema: pa.Schema) -> DataFrame:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from functools import reduce
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, MapType
 
@@ -16,6 +16,12 @@ def literal_map(pairs: Mapping[str, object], value_type: str = "string") -> Colu
     if not items:
         return F.create_map().cast(f"map<string,{value_type}>")
     return F.create_map(*items).cast(f"map<string,{value_type}>")
+
+
+def shuffle_partitions(spark: SparkSession) -> int:
+    """``spark.sql.shuffle.partitions`` of the session (Spark's default, 200, if unset)."""
+    value = spark.conf.get("spark.sql.shuffle.partitions")
+    return int(value) if value is not None else 200
 
 
 def union_all(frames: Iterable[DataFrame | None]) -> DataFrame | None:
@@ -31,8 +37,19 @@ def union_all(frames: Iterable[DataFrame | None]) -> DataFrame | None:
     union = reduce(lambda a, b: a.unionByName(b), present)
     if len(present) == 1:
         return union
-    partitions = int(union.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+    partitions = shuffle_partitions(union.sparkSession)
     return union.coalesce(max(partitions, 1))
+
+
+def union_of(frames: Iterable[DataFrame | None]) -> DataFrame:
+    """:func:`union_all` of frames of which at least one is there (a plan's invariant).
+
+    :raises ValueError: if every frame is None.
+    """
+    union = union_all(frames)
+    if union is None:
+        raise ValueError("union_of: expected at least one frame, found none")
+    return union
 
 
 def empty_array(element_type: str) -> Column:

@@ -282,7 +282,7 @@ def _lowest_unused(group: np.ndarray, used: np.ndarray, groups: int) -> np.ndarr
     return np.bincount(g[v == rank], minlength=groups).astype(np.int64)
 
 
-@F.arrow_udf(_PROPERTIES_TYPE)
+@F.arrow_udf(_PROPERTIES_TYPE)  # type: ignore[call-overload]  # stubs omit MapType results
 def _rebuild_udf(
     properties: pa.Array,
     orig_address: pa.Array,

@@ -36,7 +36,7 @@ from pyspark.sql import functions as F
 
 from routing.broker.layout import DELIVERIES
 from routing.plan import journal, schemas
-from routing.plan._columns import literal_map, union_all
+from routing.plan._columns import literal_map, union_of
 from routing.plan.breadcrumbs import ORIG_ADDRESS, ORIG_QUEUE
 from routing.plan.copies import ACTUAL_EXPIRY, DEAD_LETTER, EXPIRY, MOVE, RETRY, make_copies
 from routing.plan.facts import moment
@@ -251,8 +251,8 @@ def fold(
     unmatched = rows.where(~known).select(*EVENT_COLUMNS)
     return Folded(
         updated,
-        union_all(journals),
-        union_all(rejected),
+        union_of(journals),
+        union_of(rejected),
         moving.select(*MOVE_COLUMNS),
         unmatched,
     )

@@ -32,7 +32,7 @@ from routing.broker.ids import COPY_ID_BASE
 from routing.broker.state import JobState
 from routing.broker.topology import Created, Topology
 from routing.plan import schemas
-from routing.plan._columns import literal_map, union_all
+from routing.plan._columns import literal_map, union_all, union_of
 from routing.plan.batch import BatchResult, batch_values
 from routing.plan.breadcrumbs import ORIG_ADDRESS
 from routing.plan.copies import DEAD_LETTER, EXPIRY
@@ -232,7 +232,7 @@ def _plan_batch(
         F.count_if((F.col("source") == "management") & F.col("message_id").isNull()).alias(
             "filter_ops"
         ),
-    ).first()
+    ).collect()[0]  # an aggregate without groups: exactly one row
     # the lake clock (SPEC §5.4): latest event time seen, or --as-of if later; never back
     times = [t for t in (state.clock, facts.latest, as_of) if t is not None]
     clock = max(times) if times else None
@@ -247,11 +247,11 @@ def _plan_batch(
 
     positions = positions_frame(spark, state.positions)
     old = pending.select(*QUEUE_ROW)
-    waiting = union_all([inputs.deliveries, inputs.by_id])
+    waiting = union_of([inputs.deliveries, inputs.by_id])
     journals: list[DataFrame] = []
     rejected: list[DataFrame] = [inputs.rejected]
     copies: list[DataFrame] = []
-    entries: list[DataFrame] = []
+    entries: list[DataFrame | None] = []
     updated: list[DataFrame] = []
     # after round 1 only copies enter queues; unless an event names a copy, an operator
     # works by filter, or an address may give a copy an expiration, nothing applies to them
@@ -269,22 +269,22 @@ def _plan_batch(
             copies.append(entering.select(*schemas.MESSAGE.names))
         new = union_all(routed.entries)
         entries.append(new)
-        in_play = union_all([old, new]) if rounds == 1 else new
+        in_play = union_of([old, new] if rounds == 1 else [new])
         if rounds > 1 and not later_rounds_apply:
             break
-        round_events = union_all(
+        round_events = union_of(
             [
                 waiting,
                 expand_by_filter(inputs.by_filter, in_play, good_filters),
                 expiries(in_play, clock_values) if clock is not None else None,
             ]
         )
-        facts = F.broadcast(queue_facts(spark, topology, known))
+        fold_facts = F.broadcast(queue_facts(spark, topology, known))
         retry_target = exists_at(
             topology, F.col("_orig_queue"), F.col("at"), MANAGEMENT_KIND, known
         )
         folded = fold(
-            round_events, fold_state(in_play), facts, queue_addresses, scratch, retry_target
+            round_events, fold_state(in_play), fold_facts, queue_addresses, scratch, retry_target
         )
         updated.append(folded.updated)
         journals.append(folded.journal)
@@ -311,19 +311,19 @@ def _plan_batch(
         known = created_moments(known, found)
     rejected.append(_no_such_message(waiting))
 
-    changed = union_all(updated)
+    changed = union_of(updated)
     broadcast = facts.rows <= BROADCAST_CHANGES
     # the rows written: every entry, and each PENDING row of an earlier batch that changed
     keys = changed.select(*KEY)
     touched = old.join(F.broadcast(keys) if broadcast else keys, list(KEY), "left_semi")
     queue_rows = apply_changes(
-        union_all([union_all(entries), touched]), changed, broadcast=broadcast
+        union_of([union_all(entries), touched]), changed, broadcast=broadcast
     )
     return BatchResult(
         queue_rows=queue_rows,
-        journal=union_all(journals),
-        rejected=union_all(rejected),
-        copies=union_all(copies),
+        journal=union_of(journals),
+        rejected=union_of(rejected),
+        copies=union_of(copies),
         clock=clock,
         positions=positions,
         routed=inputs.messages,

@@ -134,8 +134,8 @@ def _num_compare(op: str, a: _Num, b: _Num) -> Column:
     ``coalesce`` picks the long comparison exactly when both long values are set.
     """
     cmp = _CMP[op]
-    if a.int_only and b.int_only:
-        return cmp(a.lng, b.lng)
+    if a.int_only and b.int_only and a.lng is not None and b.lng is not None:
+        return cmp(a.lng, b.lng)  # integers only: both longs are set
     if a.lng is None or b.lng is None:
         return cmp(a.dbl, b.dbl)
     return F.coalesce(cmp(a.lng, b.lng), cmp(a.dbl, b.dbl))

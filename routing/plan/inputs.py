@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 
 from routing.broker.ids import COPY_ID_BASE
 from routing.plan import journal, schemas
-from routing.plan._columns import literal_map, union_all
+from routing.plan._columns import literal_map, union_of
 from routing.plan.deliveries import DELIVERY_KIND, MANAGEMENT_KIND
 from routing.plan.ids import copy_id
 from routing.plan.scratch import Scratch
@@ -286,7 +286,7 @@ def _reject_duplicates(rows: DataFrame, taken: DataFrame | None = None) -> DataF
             )
         )
     clashes = (
-        union_all(found)
+        union_of(found)
         .groupBy("message_id")
         .agg(F.min("_first").alias("_first"), F.max("_taken").alias("_taken"))
     )

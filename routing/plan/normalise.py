@@ -110,7 +110,7 @@ POSITION = {"version": "_version", "file": "_file", "row": "_row"}
 _RAW_PREFIX = "_producer_"
 """Private name of a producer's column kept, as written, for ``raw``."""
 
-_BOUNDS = {
+_BOUNDS: dict[DataType, tuple[int, int]] = {
     ByteType(): (-(2**7), 2**7 - 1),
     ShortType(): (-(2**15), 2**15 - 1),
     IntegerType(): (-(2**31), 2**31 - 1),

@@ -49,7 +49,13 @@ from routing.broker.topology import (
     moment_of,
 )
 from routing.plan import journal, schemas
-from routing.plan._columns import case_of, chosen_values, empty_array, literal_map, union_all
+from routing.plan._columns import (
+    case_of,
+    chosen_values,
+    empty_array,
+    literal_map,
+    union_of,
+)
 from routing.plan.copies import DEAD_LETTER, DIVERT, make_copies
 from routing.plan.expiry import expiration_by_address, has_expiry_settings
 from routing.plan.facts import moment
@@ -79,11 +85,11 @@ class TurnGroup:
 class Routed:
     """What routing some rows produced (all passes)."""
 
+    positions: DataFrame  # round-robin positions after these rows (turns.POSITIONS)
     entries: list[DataFrame] = field(default_factory=list)  # new queue rows (QUEUE_ROW)
     journal: list[DataFrame] = field(default_factory=list)
     rejected: list[DataFrame] = field(default_factory=list)
     copies: list[DataFrame] = field(default_factory=list)  # rows to append to address tables
-    positions: DataFrame | None = None  # round-robin positions after these rows (turns.POSITIONS)
     passes: int = 0
 
 
@@ -458,7 +464,7 @@ class Router:
         result.journal.append(dropped.select(*self._journal[journal.DROPPED]))
 
         internal = [*INTERNAL, "_rank"] if since else INTERNAL  # copies keep their row's rank
-        made = union_all(
+        made = union_of(
             [
                 divert_copies.select(*schemas.MESSAGE.names, *internal),
                 dla_copies.select(*schemas.MESSAGE.names, *internal),

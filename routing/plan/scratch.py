@@ -5,6 +5,8 @@ from __future__ import annotations
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 
+from routing.plan._columns import shuffle_partitions
+
 
 class Scratch:
     """Materialise a frame once (a local checkpoint: plan cut short, rows computed
@@ -32,7 +34,7 @@ class Scratch:
         otherwise carry hundreds of near-empty partitions into every later stage, and
         write a file per partition and table.
         """
-        partitions = int(frame.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+        partitions = shuffle_partitions(frame.sparkSession)
         kept = frame.coalesce(max(partitions, 1)).localCheckpoint(
             eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK
         )

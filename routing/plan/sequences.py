@@ -42,6 +42,8 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql.types import BooleanType, IntegerType, StructField, StructType, TimestampType
 
+from routing.plan._columns import shuffle_partitions
+
 FIGURES = StructType(
     [
         StructField("_pos", IntegerType()),
@@ -69,7 +71,7 @@ def in_order(rows: DataFrame, key: Sequence[str], order: Sequence[str]) -> DataF
     """
     key, order = list(key), list(order)
     schema = StructType(rows.schema.fields + FIGURES.fields)
-    partitions = int(rows.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+    partitions = shuffle_partitions(rows.sparkSession)
     return (
         rows.repartition(partitions, *key)
         .sortWithinPartitions(*key, *order)
@@ -105,6 +107,7 @@ def _starts(table: pa.Table, key: Sequence[str]) -> np.ndarray:
             column = table.column(name).combine_chunks()
             differs = pc.not_equal(column.slice(1), column.slice(0, n - 1))
             changed = differs if changed is None else pc.or_(changed, differs)
+        assert changed is not None, "in_order: the key names at least one column"
         starts[1:] = changed.to_numpy(zero_copy_only=False)
     return starts
 

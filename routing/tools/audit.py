@@ -565,7 +565,9 @@ def bucket_width(frame: DataFrame, column: str = "at", buckets: int = 30) -> str
     """
     if buckets < 1:
         raise ValueError(f"buckets must be at least 1, got {buckets}")
-    span = frame.agg(_seconds_between(F.min(column), F.max(column)).alias("span")).first()["span"]
+    span = frame.agg(_seconds_between(F.min(column), F.max(column)).alias("span")).collect()[0][
+        "span"
+    ]
     if span is None:
         return "1 minute"
     for seconds, width in _WIDTHS:
