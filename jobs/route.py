@@ -33,7 +33,7 @@ from routing.broker.state import JobState
 from routing.broker.topology import Topology
 from routing.io.lake import Lake
 from routing.io.lake_events import LakeSchemaError, check_lake, parse_as_of, read_events
-from routing.io.storage import DeltaStorage, count_key, outputs, tables_written
+from routing.io.storage import DeltaStorage, Storage, count_key, outputs, tables_written
 from routing.plan import journal
 from routing.plan.batch import BatchResult
 from routing.plan.engine import run_batch
@@ -98,7 +98,7 @@ class BatchRunner:
         self.lake = lake
         self.topology = topology
         self.as_of = as_of
-        self.storage = DeltaStorage(lake)
+        self.storage: Storage = DeltaStorage(lake)
         self.progress = Progress(out)
         self._router_cache: Router | None = None
         self._routed_for: tuple[str, ...] | None = None

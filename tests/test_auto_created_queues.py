@@ -32,7 +32,7 @@ from routing.broker.ids import copy_id_py
 from routing.broker.layout import address_of_source
 from routing.broker.state import JobState
 from routing.io.lake import Lake
-from routing.io.storage import LakeStorage
+from routing.io.storage import DeltaStorage
 from routing.plan import schemas
 from routing.plan.engine import run_batch
 from routing.plan.router import Router
@@ -347,8 +347,8 @@ def test_one_batch_or_one_event_per_batch_gives_the_same_tables(spark, tmp_path)
         "to_queue 'DLQ.audit.all' does not exist"
     ]
     created = {"EXP.audit.all": (micros(100), 1), "DLQ.audit.all": (micros(120), 2)}
-    assert LakeStorage(whole).state().created == created
-    assert LakeStorage(single).state().created == created
+    assert DeltaStorage(whole).state().created == created
+    assert DeltaStorage(single).state().created == created
 
     for name, keys in TABLE_KEYS.items():
         one, other = table_frame(spark, single.table(name)), table_frame(spark, whole.table(name))

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -196,9 +197,41 @@ def append_tables(
         scratch.release()
 
 
+class Storage(Protocol):
+    """What the routing job needs of its storage (:mod:`jobs.route`): the input stream,
+    whether a batch was written, the state and PENDING rows it starts from, the producer
+    ids already taken, and one write per batch. :class:`DeltaStorage` is the lake's."""
+
+    def events(self, spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
+        """The input stream (rows naming the slices of input tables a batch reads)."""
+        ...
+
+    def done(self, app_id: str, batch_id: int) -> bool:
+        """True when ``batch_id`` was fully written by the query ``app_id``."""
+        ...
+
+    def state(self) -> JobState:
+        """The job state the last written batch left."""
+        ...
+
+    def pending(self, spark: SparkSession) -> DataFrame:
+        """The PENDING queue rows a batch starts from."""
+        ...
+
+    def taken(self, spark: SparkSession, batch_id: int) -> DataFrame | None:
+        """Producer ids accepted before ``batch_id`` (None: none yet)."""
+        ...
+
+    def write(
+        self, outputs: DataFrame, state: JobState, app_id: str, batch_id: int
+    ) -> dict[str, int]:
+        """Write a batch's outputs and state, idempotently; the rows written by table."""
+        ...
+
+
 @dataclass
 class DeltaStorage:
-    """The lake's Delta tables as the job reads and writes them."""
+    """The lake's Delta tables as the job reads and writes them (a :class:`Storage`)."""
 
     lake: Lake
 

@@ -50,16 +50,18 @@ OP_MOVE, OP_RETRY, OP_SEND_TO_DLA = "MOVE", "RETRY", "SEND_TO_DLA"
 KEY = ("queue", "message_id")
 ORDER = ("at", "_kind", "_o_source", "_o_version", "_o_file", "_o_row")
 
+EVENT_WHAT = ("outcome", "op", "_to_queue")
+"""What an event does: a delivery's outcome, a management row's op and MOVE target."""
+EVENT_ORDER = ORDER[2:]
+"""Where an event was read: source table, version, file, row (``_o_*``)."""
 EVENT_COLUMNS = (
     "queue",
     "message_id",
     "at",
     "_kind",
-    "outcome",
-    "op",
-    "_to_queue",
+    *EVENT_WHAT,
     "_by_filter",
-    *ORDER[2:],
+    *EVENT_ORDER,
 )
 """Columns of the events the fold takes (deliveries, management rows, expiries).
 ``_to_queue`` is a MOVE's destination; ``_o_*`` the input order (source table, version,

@@ -38,7 +38,8 @@ from routing.plan.breadcrumbs import ORIG_ADDRESS
 from routing.plan.copies import DEAD_LETTER, EXPIRY
 from routing.plan.deliveries import (
     CHANGED,
-    EVENT_COLUMNS,
+    EVENT_ORDER,
+    EVENT_WHAT,
     EXPIRE_KIND,
     KEY,
     MANAGEMENT_KIND,
@@ -91,9 +92,9 @@ def expiries(in_play: DataFrame, clock: DataFrame) -> DataFrame:
             "message_id",
             due.alias("at"),
             F.lit(EXPIRE_KIND).alias("_kind"),
-            *_nulls(EVENT_COLUMNS[4:7]),
+            *_nulls(EVENT_WHAT),
             F.lit(False).alias("_by_filter"),
-            *_nulls(EVENT_COLUMNS[8:]),
+            *_nulls(EVENT_ORDER),
         )
     )
 
@@ -125,7 +126,7 @@ def expand_by_filter(ops: DataFrame, in_play: DataFrame, filters: Iterable[str])
         "op",
         "_to_queue",
         F.lit(True).alias("_by_filter"),
-        *EVENT_COLUMNS[8:],
+        *EVENT_ORDER,
     )
 
 
