@@ -266,6 +266,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--fresh", action="store_true", help="delete the lake first")
+    parser.add_argument(
+        "--verbose", action="store_true", help="log errors with their traceback (debug level)"
+    )
     return parser.parse_args(argv)
 
 
@@ -310,9 +313,8 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
 
     spark = build_session("jobs.demo")
     try:
-        status = replay.main(
-            ["--log", str(log), "--lake", str(lake), "--conf", args.conf], spark=spark, out=out
-        )
+        job = ["--log", str(log), "--lake", str(lake), "--conf", args.conf]
+        status = replay.main(job + ["--verbose"] * args.verbose, spark=spark, out=out)
         if status == 0:
             print(
                 "queue_messages by queue and status:\n" + report(spark, str(lake)),

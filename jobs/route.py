@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import signal
 import sys
 import threading
@@ -27,6 +28,7 @@ from typing import TextIO
 from deltalake.exceptions import DeltaError
 from pyspark.sql import DataFrame, SparkSession
 
+from jobs._logging import configure
 from routing.broker.config import ConfigError, load_config
 from routing.broker.layout import JOURNAL, REJECTED, address_of_source, is_address_source
 from routing.broker.state import JobState
@@ -44,6 +46,9 @@ CHECKPOINT = "route"
 METRICS = ("rows_in", "routed", "applied", "copies", "dead_letters", "expiries", "rejected")
 
 
+log = logging.getLogger("jobs.route")
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m jobs.route", description=__doc__.splitlines()[0]
@@ -59,6 +64,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--max-events-per-trigger", type=int, help="rate limit: input rows per micro-batch"
+    )
+    parser.add_argument(
+        "--verbose", action="store_true", help="log errors with their traceback (debug level)"
     )
     return parser.parse_args(argv)
 
@@ -230,21 +238,25 @@ def main(
     out = out or sys.stdout
     err = err or sys.stderr
     args = parse_args(argv)
+    configure(args.verbose, err)
     try:
         config = load_config(args.conf)
         if args.as_of:
             parse_as_of(args.as_of)
     except ConfigError as error:
         print(f"configuration error: {error}", file=err)
+        log.debug("configuration error", exc_info=error)
         return 2
     except (OSError, ValueError) as error:
         print(f"configuration error: {error}", file=err)
+        log.debug("configuration error", exc_info=error)
         return 2
     lake = Lake.at(args.lake)
     try:
         check_lake(lake)
     except (LakeSchemaError, DeltaError, OSError) as error:
         print(f"lake error: {error}", file=err)
+        log.debug("lake error", exc_info=error)
         return 1
     own_session = spark is None
     if spark is None:
@@ -255,6 +267,7 @@ def main(
         return run(args, spark, lake, Topology(config), out)
     except Exception as error:  # a failed batch or an unreadable table: say what, exit non-zero
         print(f"job failed: {error}", file=err)
+        log.debug("job failed", exc_info=error)
         return 1
     finally:
         if own_session:
