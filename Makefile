@@ -32,6 +32,9 @@ run: setup
 
 test: setup
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(VENV)/bin/lint-imports
+	$(PY) -m mypy
 	$(PY) -m pytest -q -n 2 --dist loadfile tests
 
 lint: setup

@@ -16,7 +16,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of the full data sizes")
     args = parser.parse_args(argv)
 
-    from routing.session import build_session
+    from routing.io.session import build_session
 
     spark = build_session("routing-bench")
     failed = False

@@ -20,7 +20,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from bench import Figure
-from routing.breadcrumbs import (
+from routing.plan.breadcrumbs import (
     ORIG_ADDRESS,
     ORIG_MESSAGE_ID,
     ORIG_QUEUE,

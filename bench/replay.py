@@ -30,7 +30,7 @@ from deltalake import DeltaTable, write_deltalake
 from bench import Figure
 from bench.storage import message_table
 from jobs.demo import write_log
-from routing.lake import Lake
+from routing.io.lake import Lake
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf" / "broker.xml"

@@ -29,14 +29,14 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from bench import Figure
-from routing import journal, schemas
-from routing._columns import tagged_union, union_all
-from routing.config import parse_config
-from routing.copies import DIVERT, make_copies
-from routing.routing import Router
-from routing.scratch import Scratch
-from routing.topology import Topology
-from routing.turns import positions_frame
+from routing.broker.config import parse_config
+from routing.broker.topology import Topology
+from routing.plan import journal, schemas
+from routing.plan._columns import tagged_union, union_all
+from routing.plan.copies import DIVERT, make_copies
+from routing.plan.router import Router
+from routing.plan.scratch import Scratch
+from routing.plan.turns import positions_frame
 
 FULL_ROWS = 1_000_000
 ADDRESSES = 10

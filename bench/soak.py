@@ -46,10 +46,10 @@ import pyarrow.parquet as pq
 from deltalake import write_deltalake
 
 from bench import Figure
-from routing import schemas
-from routing.delta_tables import TableFiles, is_table
-from routing.ids import copy_id_py
-from routing.lake import Lake
+from routing.broker.ids import copy_id_py
+from routing.io.delta_tables import TableFiles, is_table
+from routing.io.lake import Lake
+from routing.plan import schemas
 
 ROOT = Path(__file__).resolve().parents[1]
 BROKER = ROOT / "conf" / "broker.xml"

@@ -2,8 +2,8 @@
 beside Spark's own Parquet read+write of the same rows and a plain delta-rs read+write.
 
 The job's path is what a batch does with message rows: the input stream's read (Spark's
-Parquet reader on the files the Delta log lists, :func:`routing.lake_events.read_events`)
-and an idempotent append with delta-spark (:func:`routing.storage.append`). Spark's own
+Parquet reader on the files the Delta log lists, :func:`routing.io.lake_events.read_events`)
+and an idempotent append with delta-spark (:func:`routing.io.storage.append`). Spark's own
 Parquet read+write of the same files is the reference: the target is Delta's cost on top
 of Spark's I/O within 1.2x of it. delta-rs alone in this process is reported as it comes.
 """
@@ -21,10 +21,10 @@ from deltalake import DeltaTable, QueryBuilder, write_deltalake
 from pyspark.sql import Row
 
 from bench import Figure
-from routing import schemas
-from routing.delta_tables import TableFiles, arrow_schema
-from routing.lake_events import SLICE, UNBOUNDED, read_events, slice_row
-from routing.storage import append
+from routing.io.delta_tables import TableFiles, arrow_schema
+from routing.io.lake_events import SLICE, UNBOUNDED, read_events, slice_row
+from routing.io.storage import append
+from routing.plan import schemas
 
 
 def message_table(rows: int, seed: int = 7) -> pa.Table:

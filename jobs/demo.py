@@ -16,9 +16,9 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import numpy as np
 import pyarrow as pa
@@ -26,8 +26,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
-from routing.ids import copy_id_py
-from routing.lake import Lake
+from routing.broker.ids import copy_id_py
+from routing.io.lake import Lake
 
 START = np.datetime64("2026-01-01T00:00:00", "us")
 SPACING_US = 1_000  # one message per millisecond of event time
@@ -231,7 +231,7 @@ def traffic(messages: int, seed: int = 7) -> pa.Table:
     return table.take(order)
 
 
-def _table(columns: dict[str, object]) -> pa.Table:
+def _table(columns: Mapping[str, Any]) -> pa.Table:
     n = len(columns["type"])
     arrays = []
     for field in LOG:
@@ -266,6 +266,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--fresh", action="store_true", help="delete the lake first")
+    parser.add_argument(
+        "--verbose", action="store_true", help="log errors with their traceback (debug level)"
+    )
     return parser.parse_args(argv)
 
 
@@ -306,13 +309,12 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     )
 
     from jobs import replay
-    from routing.session import build_session
+    from routing.io.session import build_session
 
     spark = build_session("jobs.demo")
     try:
-        status = replay.main(
-            ["--log", str(log), "--lake", str(lake), "--conf", args.conf], spark=spark, out=out
-        )
+        job = ["--log", str(log), "--lake", str(lake), "--conf", args.conf]
+        status = replay.main(job + ["--verbose"] * args.verbose, spark=spark, out=out)
         if status == 0:
             print(
                 "queue_messages by queue and status:\n" + report(spark, str(lake)),

@@ -12,6 +12,7 @@ unreadable log or lake, 0 otherwise.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import time
 from collections.abc import Sequence
@@ -21,10 +22,13 @@ from typing import TextIO
 from pyspark.sql import SparkSession
 
 from jobs import route
-from routing import replay
-from routing.config import ConfigError, load_config
-from routing.lake import Lake
-from routing.scratch import Scratch
+from jobs._logging import configure
+from routing.broker.config import ConfigError, load_config
+from routing.io.lake import Lake
+from routing.plan.scratch import Scratch
+from routing.tools import replay
+
+log = logging.getLogger("jobs.replay")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -38,6 +42,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--lake", default="./lake", help="lake root (default ./lake)")
     parser.add_argument(
         "--max-events-per-trigger", type=int, help="rate limit of the routing job's micro-batches"
+    )
+    parser.add_argument(
+        "--verbose", action="store_true", help="log errors with their traceback (debug level)"
     )
     return parser.parse_args(argv)
 
@@ -73,10 +80,12 @@ def main(
     out = out or sys.stdout
     err = err or sys.stderr
     args = parse_args(argv)
+    configure(args.verbose, err)
     try:
         load_config(args.conf)
     except (ConfigError, OSError, ValueError) as error:
         print(f"configuration error: {error}", file=err)
+        log.debug("configuration error", exc_info=error)
         return 2
     missing = [log for log in args.log if not Path(log).is_file()]
     if missing:
@@ -85,7 +94,7 @@ def main(
     logs = [str(Path(log).absolute()) for log in args.log]
     own_session = spark is None
     if spark is None:
-        from routing.session import build_session
+        from routing.io.session import build_session
 
         spark = build_session("jobs.replay")
     try:
@@ -94,6 +103,7 @@ def main(
             load_logs(spark, Lake.at(args.lake), logs)
         except Exception as error:  # an unreadable log: say which, write nothing more
             print(f"log error: {error}", file=err)
+            log.debug("log error", exc_info=error)
             return 1
         print(
             f"loaded {len(logs)} log(s) in {time.perf_counter() - started:.1f} s",

@@ -5,8 +5,8 @@
 
 Structured Streaming over every input table of the lake (``lake_events``), one
 ``foreachBatch`` per micro-batch: read the batch's input rows and the PENDING queue
-state, run the batch (:func:`routing.engine.run_batch`), write every table it changes,
-all through delta-spark (:mod:`routing.storage`). Checkpoints live
+state, run the batch (:func:`routing.plan.engine.run_batch`), write every table it changes,
+all through delta-spark (:mod:`routing.io.storage`). Checkpoints live
 under ``LAKE/_checkpoints/route``. Exit status: 0 done, 2 invalid configuration
 (nothing written), 1 anything else (an unreadable lake, a failed batch).
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import signal
 import sys
 import threading
@@ -27,18 +28,25 @@ from typing import TextIO
 from deltalake.exceptions import DeltaError
 from pyspark.sql import DataFrame, SparkSession
 
-from routing import journal
-from routing.config import ConfigError, load_config
-from routing.engine import BatchResult, JobState, run_batch
-from routing.lake import JOURNAL, REJECTED, Lake, address_of_source, is_address_source
-from routing.lake_events import LakeSchemaError, check_lake, parse_as_of, read_events
-from routing.routing import Router
-from routing.scratch import Scratch
-from routing.storage import DeltaStorage, count_key, outputs, tables_written
-from routing.topology import Topology
+from jobs._logging import configure
+from routing.broker.config import ConfigError, load_config
+from routing.broker.layout import JOURNAL, REJECTED, address_of_source, is_address_source
+from routing.broker.state import JobState
+from routing.broker.topology import Topology
+from routing.io.lake import Lake
+from routing.io.lake_events import LakeSchemaError, check_lake, parse_as_of, read_events
+from routing.io.storage import DeltaStorage, Storage, count_key, outputs, tables_written
+from routing.plan import journal
+from routing.plan.batch import BatchResult
+from routing.plan.engine import run_batch
+from routing.plan.router import Router
+from routing.plan.scratch import Scratch
 
 CHECKPOINT = "route"
 METRICS = ("rows_in", "routed", "applied", "copies", "dead_letters", "expiries", "rejected")
+
+
+log = logging.getLogger("jobs.route")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -56,6 +64,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--max-events-per-trigger", type=int, help="rate limit: input rows per micro-batch"
+    )
+    parser.add_argument(
+        "--verbose", action="store_true", help="log errors with their traceback (debug level)"
     )
     return parser.parse_args(argv)
 
@@ -95,7 +106,7 @@ class BatchRunner:
         self.lake = lake
         self.topology = topology
         self.as_of = as_of
-        self.storage = DeltaStorage(lake)
+        self.storage: Storage = DeltaStorage(lake)
         self.progress = Progress(out)
         self._router_cache: Router | None = None
         self._routed_for: tuple[str, ...] | None = None
@@ -147,11 +158,12 @@ class BatchRunner:
         addresses = tuple(a for a in found if a is not None)
         if self._routed_for != addresses:
             self._router_cache, self._routed_for = Router(self.topology, addresses), addresses
+        assert self._router_cache is not None  # set above for these addresses
         return self._router_cache
 
 
 def positions_of(positions: DataFrame) -> dict[str, int]:
-    """The round-robin positions (:data:`routing.turns.POSITIONS`) as the job state keeps them."""
+    """The round-robin positions (:data:`routing.plan.turns.POSITIONS`) as the job state keeps them."""
     return {row.group: row.position for row in positions.collect()}
 
 
@@ -196,7 +208,7 @@ def run(
             signal.signal(signum, lambda *_: stop.set())
     try:
         while query.isActive and not stop.is_set():
-            query.awaitTermination(0.5)
+            query.awaitTermination(0.5)  # type: ignore[arg-type]  # seconds; pyspark takes a float
         if stop.is_set():
             # stop cleanly: let the running micro-batch finish, then stop before the next
             runner.idle.wait()
@@ -226,31 +238,36 @@ def main(
     out = out or sys.stdout
     err = err or sys.stderr
     args = parse_args(argv)
+    configure(args.verbose, err)
     try:
         config = load_config(args.conf)
         if args.as_of:
             parse_as_of(args.as_of)
     except ConfigError as error:
         print(f"configuration error: {error}", file=err)
+        log.debug("configuration error", exc_info=error)
         return 2
     except (OSError, ValueError) as error:
         print(f"configuration error: {error}", file=err)
+        log.debug("configuration error", exc_info=error)
         return 2
     lake = Lake.at(args.lake)
     try:
         check_lake(lake)
     except (LakeSchemaError, DeltaError, OSError) as error:
         print(f"lake error: {error}", file=err)
+        log.debug("lake error", exc_info=error)
         return 1
     own_session = spark is None
     if spark is None:
-        from routing.session import build_session
+        from routing.io.session import build_session
 
         spark = build_session("jobs.route")
     try:
         return run(args, spark, lake, Topology(config), out)
     except Exception as error:  # a failed batch or an unreadable table: say what, exit non-zero
         print(f"job failed: {error}", file=err)
+        log.debug("job failed", exc_info=error)
         return 1
     finally:
         if own_session:

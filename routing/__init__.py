@@ -12,8 +12,8 @@ The public API, by broker concept (each module's docstring says more):
   data sources registered).
 
 The names are imported on first use (PEP 562): Spark's Python workers import one
-module of this package to unpickle a UDF or a data source (``routing.breadcrumbs``,
-``routing.lake_events``), and each worker would otherwise import all of it first.
+module of this package to unpickle a UDF or a data source (``routing.plan.breadcrumbs``,
+``routing.io.lake_events``), and each worker would otherwise import all of it first.
 """
 
 from __future__ import annotations
@@ -22,21 +22,21 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
-    "AddressSettingsRepository": "routing.settings",
-    "BrokerConfig": "routing.config",
-    "ConfigError": "routing.config",
-    "Lake": "routing.lake",
-    "Router": "routing.routing",
-    "Topology": "routing.topology",
-    "build_session": "routing.session",
-    "copy_id": "routing.ids",
-    "copy_id_py": "routing.ids",
-    "load_config": "routing.config",
-    "matches": "routing.filters",
-    "parse_config": "routing.config",
-    "parse_filter": "routing.filters",
-    "rebuild_breadcrumbs": "routing.breadcrumbs",
-    "run_batch": "routing.engine",
+    "AddressSettingsRepository": "routing.broker.settings",
+    "BrokerConfig": "routing.broker.config",
+    "ConfigError": "routing.broker.config",
+    "Lake": "routing.io.lake",
+    "Router": "routing.plan.router",
+    "Topology": "routing.broker.topology",
+    "build_session": "routing.io.session",
+    "copy_id": "routing.plan.ids",
+    "copy_id_py": "routing.broker.ids",
+    "load_config": "routing.broker.config",
+    "matches": "routing.plan.filters",
+    "parse_config": "routing.broker.config",
+    "parse_filter": "routing.broker.filters",
+    "rebuild_breadcrumbs": "routing.plan.breadcrumbs",
+    "run_batch": "routing.plan.engine",
 }
 
 __all__ = [
@@ -58,16 +58,18 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from routing.breadcrumbs import rebuild_breadcrumbs
-    from routing.config import BrokerConfig, ConfigError, load_config, parse_config
-    from routing.engine import run_batch
-    from routing.filters import matches, parse_filter
-    from routing.ids import copy_id, copy_id_py
-    from routing.lake import Lake
-    from routing.routing import Router
-    from routing.session import build_session
-    from routing.settings import AddressSettingsRepository
-    from routing.topology import Topology
+    from routing.broker.config import BrokerConfig, ConfigError, load_config, parse_config
+    from routing.broker.filters import parse_filter
+    from routing.broker.ids import copy_id_py
+    from routing.broker.settings import AddressSettingsRepository
+    from routing.broker.topology import Topology
+    from routing.io.lake import Lake
+    from routing.io.session import build_session
+    from routing.plan.breadcrumbs import rebuild_breadcrumbs
+    from routing.plan.engine import run_batch
+    from routing.plan.filters import matches
+    from routing.plan.ids import copy_id
+    from routing.plan.router import Router
 
 
 def __getattr__(name: str) -> Any:

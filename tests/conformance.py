@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from jobs import route
-from routing import schemas
-from routing.lake import Lake
+from routing.io.lake import Lake
+from routing.plan import schemas
 from tests.lakeio import EPOCH, append, at, rows
 
 UNSET = object()

@@ -16,7 +16,7 @@ if not SHARED.is_dir():  # a checkout outside the workplace carries its own copy
 
 @pytest.fixture(scope="session")
 def spark():
-    from routing.session import build_session
+    from routing.io.session import build_session
 
     session = build_session(
         "routing-tests",

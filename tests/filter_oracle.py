@@ -1,8 +1,8 @@
 """A plain-Python evaluator of filter ASTs over one message dict (tests only).
 
-Written apart from :mod:`routing.filters`'s Column compiler so the two can be
+Written apart from :mod:`routing.broker.filters`'s Column compiler so the two can be
 checked against each other (``tests/test_filters_differential.py``). It follows
-the same decisions (see the module docstring of ``routing.filters``) and Spark's
+the same decisions (see the module docstring of ``routing.broker.filters``) and Spark's
 own arithmetic rules where Artemis and Spark differ: a long overflow is computed
 in doubles, division by zero is unknown, NaN equals NaN and sorts above every number, -0.0 = 0.0.
 
@@ -17,7 +17,7 @@ import math
 import re
 from typing import Any
 
-from routing.filters import (
+from routing.broker.filters import (
     And,
     Arithmetic,
     Between,

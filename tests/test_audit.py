@@ -1,4 +1,4 @@
-"""The audit functions of ``routing.audit`` over a small lake with every kind of dead letter.
+"""The audit functions of ``routing.tools.audit`` over a small lake with every kind of dead letter.
 
 The lake is one replay (``jobs.replay``) of a short log under a small broker.xml:
 
@@ -25,8 +25,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from jobs import replay
-from routing import audit, schemas
-from routing.ids import copy_id_py
+from jobs.what_if import what_if
+from routing.broker.ids import copy_id_py
+from routing.plan import schemas
+from routing.tools import audit
 
 BROKER = """<configuration xmlns="urn:activemq">
   <core xmlns="urn:activemq:core">
@@ -460,7 +462,7 @@ def test_what_if_replays_the_inputs_under_another_broker_xml(spark, lake, lake_d
         BROKER.replace("<max-delivery-attempts>2<", "<max-delivery-attempts>3<"), encoding="utf-8"
     )
 
-    run = audit.what_if(spark, lake_dir / "lake", variant, tmp_path / "scratch")
+    run = what_if(spark, lake_dir / "lake", variant, tmp_path / "scratch")
 
     assert run.status == 0, run.output
     then = audit.load_lake(spark, run.lake)

@@ -28,13 +28,15 @@ import pytest
 from pyspark.sql import functions as F
 
 from jobs import route
-from routing import schemas
-from routing.engine import JobState, run_batch
-from routing.ids import copy_id_py
-from routing.lake import Lake, address_of_source
-from routing.routing import Router
-from routing.scratch import Scratch
-from routing.storage import DeltaStorage
+from routing.broker.ids import copy_id_py
+from routing.broker.layout import address_of_source
+from routing.broker.state import JobState
+from routing.io.lake import Lake
+from routing.io.storage import DeltaStorage
+from routing.plan import schemas
+from routing.plan.engine import run_batch
+from routing.plan.router import Router
+from routing.plan.scratch import Scratch
 from tests.frames import assert_rows_equal
 from tests.lakeio import append, at, rows
 from tests.test_delivery_rules import STATE, STATE_DDL, TABLE_KEYS, state, table_frame

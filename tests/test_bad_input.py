@@ -29,10 +29,12 @@ from deltalake import write_deltalake
 
 from jobs import replay as replay_job
 from jobs import route as route_job
-from routing import replay, schemas
-from routing.delta_tables import file_count
-from routing.lake import Lake, address_dir
-from routing.storage import COMPACT_PRODUCER_IDS_AT, DeltaStorage
+from routing.broker.layout import address_dir
+from routing.io.delta_tables import file_count
+from routing.io.lake import Lake
+from routing.io.storage import COMPACT_PRODUCER_IDS_AT, DeltaStorage
+from routing.plan import schemas
+from routing.tools import replay
 from tests.lakeio import append, at, rows
 from tests.test_cluster import child_env
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from routing.breadcrumbs import (
+from routing.plan.breadcrumbs import (
     HISTORY_NAMES,
     ORIG_ADDRESS,
     ORIG_MESSAGE_ID,
@@ -27,7 +27,7 @@ from routing.breadcrumbs import (
     rebuild_breadcrumbs_native,
     rebuild_breadcrumbs_py,
 )
-from routing.breadcrumbs import _rebuild_arrow as rebuild_arrow_batch
+from routing.plan.breadcrumbs import _rebuild_arrow as rebuild_arrow_batch
 
 A, Q, M, RT = ORIG_ADDRESS, ORIG_QUEUE, ORIG_MESSAGE_ID, ORIG_ROUTING_TYPE
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1

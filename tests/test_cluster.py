@@ -36,18 +36,18 @@ from pyspark.sql import DataFrame, SparkSession
 
 from jobs import demo
 from jobs import replay as replay_job
-from routing.delta_tables import is_table
-from routing.lake import Lake
-from routing.schemas import MESSAGE
-from routing.session import DELTA_CONF, delta_jars, has_jvm_delta
-from routing.storage import DeltaStorage
+from routing.io.delta_tables import is_table
+from routing.io.lake import Lake
+from routing.io.session import DELTA_CONF, delta_jars, has_jvm_delta
+from routing.io.storage import DeltaStorage
+from routing.plan.schemas import MESSAGE
 from tests.frames import assert_rows_equal
 from tests.lakeio import read_table
 
 ROOT = Path(__file__).resolve().parents[1]
 BROKER = ROOT / "conf" / "broker.xml"
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
-LOG4J = ROOT / "routing" / "log4j2.properties"
+LOG4J = ROOT / "routing" / "io" / "log4j2.properties"
 MESSAGES = 1500
 """Size of the demo workload replayed on the cluster (and killed in test_faults)."""
 

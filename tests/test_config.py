@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-import routing.validation
-from routing.config import (
+import routing.broker.validation
+from routing.broker.config import (
     AddressConfig,
     BrokerConfig,
     ConfigError,
@@ -22,7 +22,7 @@ from routing.config import (
     load_config,
     parse_config,
 )
-from routing.settings import AddressSettings, AddressSettingsRepository
+from routing.broker.settings import AddressSettings, AddressSettingsRepository
 
 NAMESPACED = (
     '<configuration xmlns="urn:activemq">'
@@ -696,7 +696,7 @@ def test_invalid_configurations(case: str) -> None:
 
 def test_config_error_is_a_value_error_shared_by_the_modules() -> None:
     assert issubclass(ConfigError, ValueError)
-    assert ConfigError is routing.validation.ConfigError
+    assert ConfigError is routing.broker.validation.ConfigError
 
 
 # ---------------------------------------------------------------------------

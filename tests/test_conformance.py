@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from routing.lake_events import register
+from routing.io.lake_events import register
 from tests.conformance import Scenario, load
 from tests.conftest import SHARED
 

@@ -3,7 +3,7 @@
 The Artemis cases (``DeadLetterAddressTest``, ``MultipliedDelayedMessageTest``,
 ``ExpiryAddressTest``) and the chains built on them (expire then dead-letter, retry of
 a diverted message from its DLQ) run as ONE micro-batch through
-:func:`routing.engine.run_batch` (the ``batch`` fixture): one broker.xml with an
+:func:`routing.plan.engine.run_batch` (the ``batch`` fixture): one broker.xml with an
 address per case, every event of every case in one batch, a test per case reading its
 own queues. The copies a batch makes are routed and receive their own events in later
 rounds of the same batch, so each chain is complete after the one call.
@@ -25,12 +25,14 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from jobs import route
-from routing import schemas
-from routing.engine import JobState, run_batch
-from routing.ids import copy_id_py
-from routing.lake import Lake, address_of_source
-from routing.routing import Router
-from routing.scratch import Scratch
+from routing.broker.ids import copy_id_py
+from routing.broker.layout import address_of_source
+from routing.broker.state import JobState
+from routing.io.lake import Lake
+from routing.plan import schemas
+from routing.plan.engine import run_batch
+from routing.plan.router import Router
+from routing.plan.scratch import Scratch
 from tests.frames import assert_rows_equal
 from tests.lakeio import append, at, read_table, rows
 from tests.test_routing_rules import (

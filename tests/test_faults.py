@@ -24,8 +24,8 @@ import pyarrow.compute as pc
 import pytest
 
 from jobs import demo
-from routing import schemas
-from routing.lake import Lake
+from routing.io.lake import Lake
+from routing.plan import schemas
 from tests.lakeio import append
 from tests.test_cluster import (
     BROKER,

@@ -19,7 +19,7 @@ from chispa import assert_column_equality
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from routing.filters import (
+from routing.broker.filters import (
     LONG_MIN,
     And,
     Arithmetic,
@@ -38,11 +38,10 @@ from routing.filters import (
     NumberLiteral,
     Or,
     StringLiteral,
-    filter_column,
     like_regex,
-    matches,
     parse_filter,
 )
+from routing.plan.filters import filter_column, matches
 from tests.filter_oracle import evaluate
 
 EPOCH_2026 = 1767225600000  # conformance times are ms after 2026-01-01T00:00:00Z

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from routing.filters import (
+from routing.broker.filters import (
     And,
     Arithmetic,
     Between,
@@ -32,9 +32,9 @@ from routing.filters import (
     NumberLiteral,
     Or,
     StringLiteral,
-    filter_column,
     parse_filter,
 )
+from routing.plan.filters import filter_column
 from tests.filter_oracle import evaluate
 
 SEED = 20260101

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from routing.ids import COPY_ID_BASE, copy_id, copy_id_py, is_copy_id
+from routing.broker.ids import COPY_ID_BASE, copy_id_py
+from routing.plan.ids import copy_id, is_copy_id
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 SCHEMA = "parent long, reason string, left string, address string, queue string"

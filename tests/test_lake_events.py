@@ -8,10 +8,10 @@ import itertools
 import pyarrow as pa
 import pytest
 
-from routing import schemas
-from routing.delta_tables import TableFiles
-from routing.lake import Lake
-from routing.lake_events import UNBOUNDED, read_events
+from routing.io.delta_tables import TableFiles
+from routing.io.lake import Lake
+from routing.io.lake_events import UNBOUNDED, read_events
+from routing.plan import schemas
 from tests.lakeio import append, at
 
 

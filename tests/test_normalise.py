@@ -1,4 +1,4 @@
-"""Input rows as the SPEC types in Spark expressions (routing.normalise).
+"""Input rows as the SPEC types in Spark expressions (routing.plan.normalise).
 
 Each table is written as a producer would (pyarrow to Parquet, the producer's own types)
 and read as the job reads it: Spark's Parquet reader plus the position columns.
@@ -18,8 +18,8 @@ from chispa import assert_df_equality
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
-from routing import schemas
-from routing.normalise import EVENT_SCHEMA, normalise
+from routing.plan import schemas
+from routing.plan.normalise import EVENT_SCHEMA, normalise
 
 UTC = dt.UTC
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)

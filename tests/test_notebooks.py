@@ -35,6 +35,7 @@ def kernels(tmp_path_factory) -> KernelSpecManager:
         "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": "routing (venv)",
         "language": "python",
+        "env": {"PYTHONPATH": str(ROOT)},  # this checkout's packages, whatever is installed
     }
     (root / KERNEL / "kernel.json").write_text(json.dumps(spec), encoding="utf-8")
     return KernelSpecManager(kernel_dirs=[str(root)])

@@ -1,4 +1,4 @@
-"""Replay of historical logs (docs/REPLAY.md): ``routing.replay`` and ``jobs.replay``."""
+"""Replay of historical logs (docs/REPLAY.md): ``routing.tools.replay`` and ``jobs.replay``."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from chispa import assert_df_equality
 
 from jobs import demo
 from jobs import replay as replay_job
-from routing import replay
-from routing.lake import Lake
+from routing.io.lake import Lake
+from routing.tools import replay
 from tests.lakeio import rows
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,18 +1,18 @@
 """The routing rules of SPEC §5.2 pinned at the library level (issue 5).
 
 Most rules are checked on ONE routing of small inline rows through
-:class:`routing.routing.Router` (the ``routed`` fixture): one broker.xml with one
+:class:`routing.plan.router.Router` (the ``routed`` fixture): one broker.xml with one
 address per rule, one ``Router.route`` call, and a test per rule reading its own
 address's part of the result. Routing is lazy and checkpoints each pass, so one call
 keeps the suite fast; every case has its own addresses, so the cases cannot meet.
 
 The cases the conformance scenarios lack have their own, smaller routings: the
 anycast turn carried from one micro-batch to the next (two ``route`` calls with the
-positions carried as the job carries them, in :class:`routing.engine.JobState`), a
+positions carried as the job carries them, in :class:`routing.broker.state.JobState`), a
 chain of 25 diverts, and the SPEC §5.5 example (123 sent to ``A``, diverted to ``B``
-into ``X``, dead-lettered to ``DLA``) through :func:`routing.engine.run_batch`.
+into ``X``, dead-lettered to ``DLA``) through :func:`routing.plan.engine.run_batch`.
 
-Expected ids are computed with :func:`routing.ids.copy_id_py`, the reference of
+Expected ids are computed with :func:`routing.broker.ids.copy_id_py`, the reference of
 SPEC §5.6, never with the Column version under test.
 """
 
@@ -30,16 +30,17 @@ from chispa import assert_df_equality
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from routing import schemas
-from routing.config import parse_config
-from routing.engine import JobState, run_batch
-from routing.ids import copy_id_py
-from routing.lake import address_source
-from routing.lake_events import EVENT
-from routing.routing import MAX_HOPS, Router
-from routing.scratch import Scratch
-from routing.topology import Topology
-from routing.turns import positions_frame
+from routing.broker.config import parse_config
+from routing.broker.ids import copy_id_py
+from routing.broker.layout import address_source
+from routing.broker.state import JobState
+from routing.broker.topology import Topology
+from routing.io.lake_events import EVENT
+from routing.plan import schemas
+from routing.plan.engine import run_batch
+from routing.plan.router import MAX_HOPS, Router
+from routing.plan.scratch import Scratch
+from routing.plan.turns import positions_frame
 from tests.frames import assert_rows_equal
 from tests.lakeio import at
 
@@ -50,7 +51,7 @@ from tests.lakeio import at
 ROUTER_INPUT = pa.schema(
     [*schemas.MESSAGE, ("_hops", pa.int32()), ("_dla_hint", pa.bool_()), ("_source", pa.string())]
 )
-"""What :meth:`Router.route` takes: message columns + ``routing.routing.INTERNAL``."""
+"""What :meth:`Router.route` takes: message columns + ``routing.plan.router.INTERNAL``."""
 
 QUEUE_ROWS = schemas.spark_schema(schemas.QUEUE_MESSAGE)
 JOURNAL_ROWS = schemas.spark_schema(schemas.JOURNAL)

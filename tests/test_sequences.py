@@ -1,4 +1,4 @@
-"""The running figures of each message's events (routing.sequences): the vectorized pass
+"""The running figures of each message's events (routing.plan.sequences): the vectorized pass
 equals a plain per-message loop, wherever Arrow batch boundaries fall, and in Spark."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from chispa import assert_df_equality
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from routing.sequences import FIGURES, in_order, scan
+from routing.plan.sequences import FIGURES, in_order, scan
 
 KEY = ("queue", "message_id")
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)

@@ -11,7 +11,7 @@ import pickle
 
 import pytest
 
-from routing.settings import (
+from routing.broker.settings import (
     _FIELD_TYPES,
     SETTING_FIELDS,
     AddressSettings,
@@ -19,7 +19,7 @@ from routing.settings import (
     WildcardConfig,
     is_wild,
 )
-from routing.validation import ConfigError
+from routing.broker.validation import ConfigError
 
 
 def repo_of(*matches: str, wildcards: WildcardConfig | None = None) -> AddressSettingsRepository:

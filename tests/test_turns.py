@@ -1,4 +1,4 @@
-"""Round-robin turns (routing.turns): a group whose bindings have no filter is a plain
+"""Round-robin turns (routing.plan.turns): a group whose bindings have no filter is a plain
 rotation numbered by one window in the JVM; it must give exactly what the Python scan
 (Artemis ``BindingsImpl.getNextBinding``, one request at a time) gives, from any start
 position, with ties in ``sent_at`` broken by ``message_id``, and beside scanned groups."""
@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from routing.turns import positions_frame, take_turns
+from routing.plan.turns import positions_frame, take_turns
 from tests.frames import assert_rows_equal
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)

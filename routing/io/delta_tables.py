@@ -1,0 +1,155 @@
+"""Delta metadata the job needs and delta-spark's Python API does not give: through delta-rs.
+
+Rows are never read or written here: delta-spark does that (routing.io.storage,
+routing.io.lake_events). What this module answers, with delta-rs's public API
+(``deltalake.DeltaTable``), is metadata:
+
+- a table's version and schema, and the files each version added, with their
+  statistics: the input stream plans its offsets from them in Spark's Python
+  streaming-source process, which has no JVM to ask delta-spark;
+- an app transaction's version and a commit's ``userMetadata``: the job asks them
+  before each batch (``done``, ``state``), and delta-spark's Python API has no lookup of
+  the former; delta-rs answers both from the log without starting a Spark job.
+
+docs/DESIGN.md, "Storage", says why delta-rs stays a dependency for this alone.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+from deltalake import DeltaTable
+
+NOT_DATA = frozenset({"OPTIMIZE", "VACUUM START", "VACUUM END", "SET TBLPROPERTIES"})
+"""Operations whose added files hold no new rows (a compaction rewrites rows already there)."""
+
+
+def is_table(location: str) -> bool:
+    """True when ``location`` holds a Delta table (a ``_delta_log`` folder with a commit)."""
+    return Path(location, "_delta_log").is_dir() and DeltaTable.is_deltatable(location)
+
+
+def table_version(location: str) -> int:
+    """The table's latest version, -1 when there is no table."""
+    return DeltaTable(location).version() if is_table(location) else -1
+
+
+def arrow_schema(location: str, version: int | None = None) -> pa.Schema:
+    """The table's schema (at ``version``, default the latest) as Arrow types."""
+    return pa.schema(DeltaTable(location, version=version).schema().to_arrow())
+
+
+def file_count(location: str) -> int:
+    """How many data files the table's latest version has."""
+    return len(DeltaTable(location).file_uris()) if is_table(location) else 0
+
+
+def transaction_version(location: str, app_id: str) -> int | None:
+    """The last ``txnVersion`` the app ``app_id`` committed to the table (None: never)."""
+    if not is_table(location):
+        return None
+    return DeltaTable(location).transaction_version(app_id)
+
+
+def last_user_metadata(location: str, lookback: int = 100) -> str | None:
+    """The ``userMetadata`` of the newest commit, among the last ``lookback``, that has one.
+
+    Commits without it (an operator's ``OPTIMIZE``, say) are looked past.
+    """
+    if not is_table(location):
+        return None
+    for commit in DeltaTable(location).history(lookback):  # newest first
+        text = commit.get("userMetadata")
+        if text:
+            return text
+    return None
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """A data file of a table: where it is, the version that added it, what it holds."""
+
+    path: str  # relative to the table, as the log names it
+    version: int
+    size: int
+    num_records: int | None
+    max_time: int | None  # no event time in the file is later (epoch µs), if the stats say
+
+    def location(self, table: str) -> str:
+        return str(Path(table, self.path))
+
+
+class TableFiles:
+    """The files each version of one table added, learnt incrementally, version by version.
+
+    A version's new files are the paths of its snapshot that the previous one did not
+    have; a version whose commit only reorganises rows (:data:`NOT_DATA`) adds none.
+    Input tables are append-only (SPEC §3): rows are never removed from them.
+    """
+
+    def __init__(self, location: str, time_column: str) -> None:
+        self.location = location
+        self.time_column = time_column
+        self._table: DeltaTable | None = None
+        self._version = -1
+        self._known: set[str] = set()
+        self._files: list[DataFile] = []
+
+    def version(self) -> int:
+        return table_version(self.location)
+
+    def added(self, after: int, upto: int) -> list[DataFile]:
+        """Files added by versions in ``(after, upto]``, in version then path order."""
+        self._learn(upto)
+        return [f for f in self._files if after < f.version <= upto]
+
+    def _learn(self, upto: int) -> None:
+        if upto <= self._version:
+            return
+        if self._table is None:
+            self._table = DeltaTable(self.location, version=0)
+        operations = self._operations(upto)
+        for version in range(self._version + 1, upto + 1):
+            self._table.load_as_version(version)
+            actions = pa.table(self._table.get_add_actions(flatten=True))
+            new = [
+                i for i, p in enumerate(actions.column("path").to_pylist()) if p not in self._known
+            ]
+            rows = actions.take(new).to_pylist() if new else []
+            self._known.update(r["path"] for r in rows)
+            if operations.get(version) in NOT_DATA:
+                continue
+            self._files.extend(
+                DataFile(
+                    r["path"],
+                    version,
+                    r["size_bytes"],
+                    r.get("num_records"),
+                    _upper_bound(r.get(f"max.{self.time_column}")),
+                )
+                for r in sorted(rows, key=lambda r: r["path"])
+            )
+        self._version = upto
+
+    def _operations(self, upto: int) -> dict[int, str | None]:
+        latest = DeltaTable(self.location)
+        return {
+            c["version"]: c.get("operation")
+            for c in latest.history(latest.version() - self._version)
+            if c["version"] <= upto
+        }
+
+
+def _upper_bound(value: object) -> int | None:
+    """A bound (epoch µs) on the times of a column whose statistics say ``max = value``.
+
+    Delta keeps timestamp statistics in milliseconds, truncated: a file whose latest row
+    is at ``…01.582609`` says ``…01.582``. The bound is the end of that millisecond, so a
+    cut between the two never leaves the row behind.
+    """
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return int(value.timestamp()) * 1_000_000 + value.microsecond + 999
+    return None

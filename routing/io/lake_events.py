@@ -1,0 +1,348 @@
+"""The job's input: every input table of a lake as one stream, cut in event time.
+
+``spark.readStream.format("lake_events").load(lake_root)`` plans the batches: its
+offsets are ``{"base": {source: v}, "tables": {source: v}, "until": t, "asOf": a}``
+and a batch holds the rows of every ``addresses/*`` table, ``deliveries/`` and
+``management/`` of those table versions whose event time (``sent_at`` or ``at``) is
+at most ``until`` and that no earlier batch held. ``maxEventsPerTrigger`` lowers
+``until`` instead of cutting versions, so a rate-limited run and a single batch see
+the same events in the same event-time order (docs/DESIGN.md). Rows that arrive later
+with an older time come in the next batch. ``asOf`` (option) is the ``--as-of`` of
+SPEC §5.4: raising it alone makes a new batch.
+
+The stream's rows are not the input rows but the *slices* a batch reads (:data:`SLICE`:
+a data file, the version that added it, the event-time range to take from it), planned
+from the tables' Delta metadata (:mod:`routing.io.delta_tables`). :func:`read_events`
+reads them with Spark's own Parquet reader, in the JVM, into :data:`EVENT` rows with
+their position (``version``, ``file``, ``row``) for a stable order; no input row goes
+through a Python worker.
+
+A row whose values cannot be read as the SPEC types (a timestamp without a zone, a
+properties map of numbers, an id that is not an integer...) is still emitted, with
+``error`` saying why and ``raw`` holding the row as JSON, so the job can put it in
+``rejected/`` (:mod:`routing.plan.normalise`). A table that lacks a required column is an
+error of the lake, not of a row: the query stops with :class:`LakeSchemaError`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
+from itertools import groupby
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from routing.broker import layout
+from routing.io import lake
+from routing.io.delta_tables import DataFile, TableFiles, arrow_schema, is_table
+from routing.plan._columns import literal_map, union_of
+from routing.plan.normalise import EVENT, kind_of, normalise
+
+UNBOUNDED = 1 << 62
+"""``until`` of an offset with no time bound (µs; far beyond any real time)."""
+NO_AS_OF = -(1 << 62)
+
+
+class LakeSchemaError(ValueError):
+    """An input table lacks a column the SPEC requires: the lake is unusable as it is."""
+
+
+def input_sources(root: lake.Lake) -> list[str]:
+    """Lake paths of every input table that exists now."""
+    fixed = [s for s in (layout.DELIVERIES, layout.MANAGEMENT) if is_table(root.table(s))]
+    return root.address_sources() + fixed
+
+
+def check_table(root: lake.Lake, source: str) -> None:
+    """Raise :class:`LakeSchemaError` if the table ``source`` lacks a required column."""
+    kind = kind_of(source)
+    names = set(arrow_schema(root.table(source)).names)
+    missing = [c for c in kind.required if c not in names]
+    if missing:
+        raise LakeSchemaError(
+            f"table {source}: missing required column(s) {', '.join(missing)}; "
+            f"expected the columns of SPEC §3 ({', '.join(kind.schema.names)})"
+        )
+
+
+def check_lake(root: lake.Lake) -> list[str]:
+    """Check every input table of the lake; return their sources."""
+    sources = input_sources(root)
+    for source in sources:
+        check_table(root, source)
+    return sources
+
+
+# --------------------------------------------------------------------------------------
+# Slices: what a batch reads
+# --------------------------------------------------------------------------------------
+
+SLICE = pa.schema(
+    [
+        ("source", pa.string()),
+        ("location", pa.string()),
+        ("file", pa.string()),
+        ("version", pa.int64()),
+        ("after", pa.int64()),
+        ("upto", pa.int64()),
+        ("schema", pa.string()),
+    ]
+)
+"""One data file a batch reads: the rows of ``file`` (of table ``source`` at
+``location``, added by ``version``) whose event time is in ``(after, upto]``; ``after``
+null: any time up to ``upto``, nulls included (a file is read so exactly once, when it is
+new). ``schema`` is the table's Spark schema (JSON), so that every file of a table reads
+alike."""
+
+
+def slice_row(
+    source: str, table: str, f: DataFile, after: int | None, upto: int, schema: str
+) -> tuple:
+    return (source, f.location(table), f.path, f.version, after, upto, schema)
+
+
+def _time(source: str) -> str:
+    return kind_of(source).time_column
+
+
+def read_events(spark: SparkSession, slices: Sequence[Row]) -> DataFrame:
+    """The input rows of a batch's slices as :data:`EVENT` rows, read by Spark's Parquet
+    reader (one read per table and time range) and normalised to the SPEC types.
+
+    Example::
+
+        events = read_events(spark, batch.collect())  # in foreachBatch
+    """
+    frames = []
+    ordered = sorted(slices, key=lambda s: (s.source, s.after is not None))
+    for (source, _), group in groupby(ordered, key=lambda s: (s.source, s.after is not None)):
+        pieces = list(group)
+        first = pieces[0]
+        names = {p.location.rsplit("/", 1)[-1]: p for p in pieces}
+        name = F.col("_metadata.file_name")
+        rows = (
+            spark.read.schema(StructType.fromJson(json.loads(first.schema)))
+            .parquet(*[p.location for p in pieces])
+            .withColumns(
+                {
+                    "_version": literal_map({n: p.version for n, p in names.items()}, "long")[name],
+                    "_file": literal_map({n: p.file for n, p in names.items()})[name],
+                    "_row": F.col("_metadata.row_index"),
+                }
+            )
+        )
+        events = normalise(rows, source)
+        time = F.unix_micros(F.col(_time(source)))
+        if first.after is None:
+            keep = time.isNull() | (time <= F.lit(first.upto))
+        else:
+            keep = (time > F.lit(first.after)) & (time <= F.lit(first.upto))
+        frames.append(events.where(keep))
+    if not frames:
+        return spark.createDataFrame([], from_arrow_schema(EVENT))
+    return union_of(frames)
+
+
+# --------------------------------------------------------------------------------------
+# The stream
+# --------------------------------------------------------------------------------------
+
+
+class SlicePartition(InputPartition):
+    def __init__(self, slices: Sequence[tuple]) -> None:
+        super().__init__(list(slices))
+        self.slices = list(slices)
+
+
+class LakeEventsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Offsets: ``{"base": {source: v}, "tables": {source: v}, "until": t, "asOf": a}``.
+
+    Consumed so far: every row of versions ``<= base``, and the rows of versions in
+    ``(base, tables]`` whose event time is ``<= until``. ``until`` never decreases
+    while rows are held back; once it is unbounded everything is consumed and
+    ``base`` catches up, so a later rate-limited batch may cut lower again.
+    """
+
+    def __init__(self, root: str, options: Mapping[str, str]) -> None:
+        self.lake = lake.Lake(root)
+        self.max_events = (
+            int(options["maxeventspertrigger"]) if "maxeventspertrigger" in options else None
+        )
+        self.as_of = parse_as_of(options.get("asof"))
+        self.cap: dict[str, int] | None = None
+        self._logs: dict[str, TableFiles] = {}
+        self._schemas: dict[tuple[str, int], str] = {}
+
+    def _log(self, source: str) -> TableFiles:
+        if source not in self._logs:
+            self._logs[source] = TableFiles(self.lake.table(source), _time(source))
+        return self._logs[source]
+
+    def _schema(self, source: str, version: int) -> str:
+        """The table's Spark schema (JSON) at ``version``."""
+        if (source, version) not in self._schemas:
+            schema = arrow_schema(self.lake.table(source), version)
+            self._schemas[(source, version)] = from_arrow_schema(schema).json()
+        return self._schemas[(source, version)]
+
+    def _versions(self) -> dict[str, int]:
+        versions = {}
+        for source in input_sources(self.lake):
+            if self.cap is not None and source not in self.cap:
+                continue
+            version = self._log(source).version()
+            if self.cap is not None:
+                version = min(version, self.cap[source])
+            if version >= 0:
+                versions[source] = version
+        return versions
+
+    def initialOffset(self) -> dict:
+        return {"base": {}, "tables": {}, "until": UNBOUNDED, "asOf": NO_AS_OF}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.max_events) if self.max_events else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.cap = None
+        self.cap = self._versions()
+
+    def _held(self, source: str, base: int, upto: int, until: int) -> list[DataFile]:
+        """Files of versions ``(base, upto]`` that may hold rows later than ``until``."""
+        if until >= UNBOUNDED:
+            return []
+        return [f for f in self._log(source).added(base, upto) if _later_than(f, until)]
+
+    def _base(self, start: dict) -> dict[str, int]:
+        """The fully consumed versions after ``start``."""
+        if start["until"] >= UNBOUNDED:
+            return dict(start["tables"])
+        return {
+            source: version
+            if not self._held(source, start["base"].get(source, -1), version, start["until"])
+            else start["base"].get(source, -1)
+            for source, version in start["tables"].items()
+        }
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        versions = self._versions()
+        for source, version in versions.items():
+            if version > start["tables"].get(source, -1):
+                check_table(self.lake, source)
+        base = self._base(start)
+        held = {
+            s: self._held(s, base.get(s, -1), v, start["until"]) for s, v in start["tables"].items()
+        }
+        new = {s: self._log(s).added(start["tables"].get(s, -1), v) for s, v in versions.items()}
+        as_of = max(start["asOf"], self.as_of)
+        if not any(new.values()) and not any(held.values()) and as_of == start["asOf"]:
+            return start
+        until = UNBOUNDED
+        if isinstance(limit, ReadMaxRows):
+            files = [f for fs in held.values() for f in fs] + [f for fs in new.values() for f in fs]
+            until = _cut(files, limit.max_rows)
+            if start["until"] < UNBOUNDED:
+                until = max(until, start["until"])
+        if until == start["until"] and not any(new.values()) and as_of == start["asOf"]:
+            return start
+        return {"base": base, "tables": versions, "until": until, "asOf": as_of}
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        """One partition holding every slice of the batch: they are few, and small."""
+        slices: list[tuple] = []
+        for source, version in end["tables"].items():
+            table = self.lake.table(source)
+            schema = self._schema(source, version)
+            seen = start["tables"].get(source, -1)
+            if end["until"] > start["until"]:
+                held = self._held(source, end["base"].get(source, -1), seen, start["until"])
+                slices += [
+                    slice_row(source, table, f, start["until"], end["until"], schema) for f in held
+                ]
+            slices += [
+                slice_row(source, table, f, None, end["until"], schema)
+                for f in self._log(source).added(seen, version)
+            ]
+        return [SlicePartition(slices)]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple]:
+        # Spark plans one bare InputPartition when partitions() returns none
+        yield from getattr(partition, "slices", ())
+
+    def commit(self, end: dict) -> None:
+        pass
+
+
+def _later_than(f: DataFile, until: int) -> bool:
+    return f.max_time is None or f.max_time > until
+
+
+def _cut(files: Sequence[DataFile], max_rows: int) -> int:
+    """The smallest file-time boundary giving a batch of about ``max_rows`` rows."""
+    total = 0
+    for bound, rows in sorted(
+        (f.max_time, f.num_records or 0) for f in files if f.max_time is not None
+    ):
+        total += rows
+        if total >= max_rows:
+            return bound
+    return UNBOUNDED
+
+
+def parse_as_of(value: str | None) -> int:
+    if value is None or value == "":
+        return NO_AS_OF
+    if value.lstrip("-").isdigit():
+        return int(value)
+    micros = micros_of_iso(value)
+    if micros is None:
+        raise ValueError(
+            f"asOf {value!r}: expected an ISO-8601 time with a zone, e.g. 2026-01-01T00:00:00Z"
+        )
+    return micros
+
+
+class LakeEventsDataSource(DataSource):
+    """``spark.readStream.format("lake_events").load(lake_root)``: the job's input stream."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "lake_events"
+
+    def schema(self) -> StructType:
+        return from_arrow_schema(SLICE)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        options = {k.lower(): v for k, v in self.options.items()}
+        root = options.get("path")
+        if not root:
+            raise ValueError("the lake_events source needs the lake root: .load(root)")
+        return LakeEventsReader(root, options)
+
+
+def micros_of_iso(text: str) -> int | None:
+    """Epoch µs of an ISO-8601 time with a zone; None without a zone or when unreadable."""
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        return None
+    return int(moment.timestamp()) * 1_000_000 + moment.microsecond
+
+
+def register(spark: SparkSession) -> None:
+    """Register the ``lake_events`` source with the session (idempotent)."""
+    spark.dataSource.register(LakeEventsDataSource)

@@ -1,0 +1,146 @@
+"""The one place that builds a SparkSession: embedded default or a cluster.
+
+Library code never calls ``getOrCreate()``; jobs, tests and notebooks call
+:func:`build_session` once and pass the session down.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+_LOG4J = Path(__file__).with_name("log4j2.properties")
+DELTA_JARS = Path(os.environ.get("ROUTING_DELTA_JARS", Path(__file__).parents[2] / "jars" / "lib"))
+"""Delta's JVM connector and its own dependencies, fetched by ``make setup`` (jars/pom.xml)."""
+
+DELTA_CONF: dict[str, str] = {
+    # What configure_spark_with_delta_pip sets up, with the jars fetched at setup.
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    # Small machine, as Delta's own tests run: a snapshot's state in few partitions.
+    "spark.databricks.delta.snapshotPartitions": "2",
+}
+
+EMBEDDED_CONF: dict[str, str] = {
+    # A small machine: few shuffle partitions, adaptive execution coalesces further.
+    "spark.sql.shuffle.partitions": os.environ.get("ROUTING_SHUFFLE_PARTITIONS", "4"),
+    "spark.default.parallelism": "4",
+    "spark.driver.memory": os.environ.get("ROUTING_DRIVER_MEMORY", "2g"),
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.adaptive.enabled": "true",
+    # small micro-batches collapse to one shuffle partition, large ones keep their parallelism
+    "spark.sql.adaptive.coalescePartitions.parallelismFirst": "false",
+    # ... but a 1M-row batch (tens of MB of shuffle) still spreads over both cores
+    "spark.sql.adaptive.advisoryPartitionSizeInBytes": "8m",
+    # a join whose smaller side is at most this much per partition hashes it instead of
+    # sorting both sides (the wide message rows meet their narrow round-robin choices)
+    "spark.sql.adaptive.maxShuffledHashJoinLocalMapThreshold": "32m",
+    "spark.local.dir": os.environ.get("ROUTING_SPARK_LOCAL_DIR", "/tmp/routing-spark"),
+    # no Hive metastore or warehouse folder in the working directory
+    "spark.sql.catalogImplementation": "in-memory",
+    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG4J} -XX:-DontCompileHugeMethods",
+}
+
+COMMON_CONF: dict[str, str] = {
+    # Every timestamp in the lake is UTC (SPEC §3); never let the JVM's zone leak in.
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # Fewer, larger Arrow batches between the JVM and the Python data sources and UDFs.
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "65536",
+    "spark.python.worker.reuse": "true",
+    # Building Columns makes many py4j calls; debugging call-site capture makes each slower.
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
+    "spark.sql.streaming.noDataMicroBatches.enabled": "false",
+    "spark.sql.legacy.allowNonEmptyLocationInCTAS": "false",
+    # A micro-batch generates a few hundred classes; with the default 100-entry cache
+    # every batch compiled them all again (about 4 s of a 14 s batch, docs/DESIGN.md).
+    "spark.sql.codegen.cache.maxEntries": "4096",
+}
+
+
+class MissingDeltaError(RuntimeError):
+    """Delta's JVM connector is not there: the jars were never fetched, or a cluster lacks them."""
+
+
+def delta_jars() -> str:
+    """The fetched connector jars, comma-separated for ``spark.jars``."""
+    jars = sorted(DELTA_JARS.glob("*.jar")) if DELTA_JARS.is_dir() else []
+    if not any(j.name.startswith("delta-spark_") for j in jars):
+        raise MissingDeltaError(
+            f"Delta's JVM connector is not in {DELTA_JARS}: run `make setup` "
+            "(it fetches io.delta:delta-spark_4.2_2.13 with Maven), or set ROUTING_DELTA_JARS"
+        )
+    return ",".join(str(j) for j in jars)
+
+
+def under_spark_submit() -> bool:
+    """True when the Python driver was launched by ``spark-submit`` (the JVM came first)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def build_session(
+    app_name: str = "artemis-lake-routing",
+    *,
+    master: str | None = None,
+    conf: dict[str, str] | None = None,
+) -> SparkSession:
+    """Build (or return) the session with Delta's JVM connector and the job's input source.
+
+    Embedded default: ``local[*]`` (or ``ROUTING_SPARK_MASTER``), sized for a
+    2-core machine, Python workers on this interpreter, quiet logs, Delta's jars from
+    ``make setup``. Under ``spark-submit`` the master, resources and Delta's jars
+    (``--packages`` or ``--jars``) come from the command line and only the settings the
+    job relies on (UTC, Arrow, Delta's extension and catalog) are added.
+
+    :param app_name: the Spark application name.
+    :param master: overrides the master for the embedded default.
+    :param conf: extra Spark settings, applied last.
+    :return: the active session.
+
+    Example::
+
+        spark = build_session("routing-tests", conf={"spark.sql.shuffle.partitions": "2"})
+    """
+    builder = SparkSession.builder.appName(app_name)
+    settings = {**COMMON_CONF, **DELTA_CONF}
+    if not under_spark_submit():
+        builder = builder.master(master or os.environ.get("ROUTING_SPARK_MASTER", "local[*]"))
+        settings.update(EMBEDDED_CONF)
+        settings["spark.jars"] = delta_jars()
+        settings["spark.pyspark.python"] = sys.executable
+        settings["spark.pyspark.driver.python"] = sys.executable
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    settings.update(conf or {})
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("ROUTING_LOG_LEVEL", "WARN"))
+    if not has_jvm_delta(spark):
+        raise MissingDeltaError(
+            "Delta's JVM connector is not on the classpath: pass --packages "
+            "io.delta:delta-spark_4.2_2.13:4.4.1 (or --jars) to spark-submit"
+        )
+    from routing.io.lake_events import register
+
+    register(spark)
+    return spark
+
+
+def has_jvm_delta(spark: SparkSession) -> bool:
+    """True when the JVM Delta connector (``io.delta:delta-spark``) is on the classpath.
+
+    Spark's class loader is asked, not the system one: ``spark.jars`` and ``--jars`` are
+    loaded by Spark's own loader.
+    """
+    try:
+        jvm = spark.sparkContext._jvm
+        if jvm is None:  # a session without a JVM gateway (Spark Connect)
+            return False
+        jvm.org.apache.spark.util.Utils.classForName("io.delta.tables.DeltaTable", True, False)
+        return True
+    except Exception:
+        return False

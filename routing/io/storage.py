@@ -1,0 +1,355 @@
+"""The job's storage: every Delta read and write, through delta-spark (SPEC §2).
+
+:class:`DeltaStorage` is the only storage, in the embedded session and on a cluster:
+
+- the input stream is the ``lake_events`` source (:mod:`routing.io.lake_events`): it plans
+  the event-time cut from the tables' metadata, and the rows are read by Spark's own
+  readers (:func:`routing.io.lake_events.read_events`);
+- address tables (copies), ``journal``, ``rejected`` and the producer ids are plain
+  appends (``df.write.format("delta")``) carrying the app transaction (``txnAppId`` =
+  the query's app id, ``txnVersion`` = the batch id), so a batch replayed after a crash
+  writes nothing twice;
+- ``queue_messages`` is committed last, by ONE ``MERGE`` that upserts the batch's queue
+  rows into its PENDING partition (a changed PENDING row is updated in place and moves to
+  its status partition; a new one is inserted). Delta's idempotent-DML settings give the
+  MERGE the same app transaction, and ``userMetadata`` carries the job state (lake clock,
+  round-robin positions) atomically with the rows. A batch whose ``queue_messages``
+  commit landed was fully written: :meth:`DeltaStorage.done` skips it on a replay.
+
+Example::
+
+    storage = DeltaStorage(Lake.at("/lake"))
+    if not storage.done(app_id, batch_id):
+        storage.write(outputs(result, router.source_of, batch_id), state, app_id, batch_id)
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from routing.broker import layout
+from routing.broker.state import JobState
+from routing.io.delta_tables import file_count, is_table, last_user_metadata, transaction_version
+from routing.io.lake import Lake
+from routing.plan import schemas
+from routing.plan._columns import tagged_union
+from routing.plan.batch import BatchResult, batch_values
+from routing.plan.scratch import Scratch
+
+TABLE = "_table"
+"""The column of a tagged union of rows that names each row's table (lake-relative)."""
+
+COMPACT_PRODUCER_IDS_AT = 64
+"""Files in ``_state/producer_ids`` (about one per batch) past which it is compacted
+(``OPTIMIZE``): a long run must not make every batch open thousands of small files."""
+
+TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+
+JOB_TABLES: dict[str, pa.Schema] = {
+    layout.JOURNAL: schemas.JOURNAL,
+    layout.REJECTED: schemas.REJECTED,
+    layout.PRODUCER_IDS: schemas.PRODUCER_ID,
+}
+INPUT_TABLES: dict[str, pa.Schema] = {
+    layout.DELIVERIES: schemas.DELIVERY,
+    layout.MANAGEMENT: schemas.MANAGEMENT,
+    layout.REJECTED: schemas.REJECTED,
+}
+
+
+def count_key(table: str, event: str | None = None) -> str:
+    """The key of a row count: the table's path, or ``"journal:ACKED"`` for journal events."""
+    return table if event is None else f"{table}:{event}"
+
+
+def tables_written(counts: Mapping[str, int]) -> list[str]:
+    """The tables of a row count (:func:`count_rows`), without the per-event keys."""
+    return [key for key in counts if ":" not in key]
+
+
+def schema_of(table: str) -> pa.Schema:
+    """The SPEC schema of a lake table, by its lake-relative path."""
+    if layout.is_address_source(table):
+        return schemas.MESSAGE
+    if table == layout.QUEUE_MESSAGES:
+        return schemas.QUEUE_MESSAGE
+    return {**JOB_TABLES, **INPUT_TABLES}[table]
+
+
+@contextlib.contextmanager
+def session_conf(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
+    """Set session settings for the duration of a block, then restore the previous ones."""
+    previous: dict[str, str | None] = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, was in previous.items():
+            if was is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, was)
+
+
+def conform(rows: DataFrame, schema: pa.Schema) -> DataFrame:
+    """``rows`` with exactly ``schema``'s columns, in order: missing ones null, others cast.
+
+    A producer may leave out the optional columns (SPEC §3.1), or create its table with
+    a column of null type; every reader of a kind of table sees the SPEC's columns.
+    """
+    present = set(rows.columns)
+    return rows.select(
+        *[
+            (F.col(f.name) if f.name in present else F.lit(None)).cast(f.dataType).alias(f.name)
+            for f in schemas.spark_schema(schema).fields
+        ]
+    )
+
+
+def read_table(spark: SparkSession, location: str, schema: pa.Schema) -> DataFrame:
+    """A Delta table's rows with its SPEC ``schema`` (:func:`conform`); empty when the table
+    does not exist yet.
+
+    Example::
+
+        journal = read_table(spark, Lake.at("lake").journal, schemas.JOURNAL)
+    """
+    if not is_table(location):
+        return spark.createDataFrame([], schemas.spark_schema(schema))
+    return conform(spark.read.format("delta").load(location), schema)
+
+
+def count_rows(rows: DataFrame) -> dict[str, int]:
+    """The rows of a tagged union by table, and journal rows by event (``"journal:ACKED"``)."""
+    counts: dict[str, int] = {}
+    event = F.col("event") if "event" in rows.columns else F.lit(None).cast("string")
+    by = rows.groupBy(TABLE, F.when(F.col(TABLE) == layout.JOURNAL, event).alias("e"))
+    for table, event, n in by.count().collect():
+        counts[table] = counts.get(table, 0) + n
+        if event is not None:
+            counts[count_key(table, event)] = n
+    return counts
+
+
+def append(
+    rows: DataFrame,
+    location: str,
+    *,
+    app_id: str | None = None,
+    txn_version: int | None = None,
+    partition_by: Sequence[str] = (),
+    user_metadata: str | None = None,
+) -> None:
+    """Append ``rows`` to the Delta table at ``location`` (created if missing), as one
+    commit; with ``app_id`` the commit is the app transaction ``(app_id, txn_version)``,
+    skipped by Delta when that version was committed already."""
+    writer = rows.write.format("delta").mode("append")
+    if app_id is not None:
+        writer = writer.option("txnAppId", app_id).option("txnVersion", str(txn_version))
+    if user_metadata is not None:
+        writer = writer.option("userMetadata", user_metadata)
+    if partition_by:
+        writer = writer.partitionBy(*partition_by)
+    # a producer may have created its address table without the optional columns
+    writer.option("mergeSchema", "true").save(location)
+
+
+def append_tables(
+    rows: DataFrame,
+    lake: Lake,
+    *,
+    app_id: str | None = None,
+    txn_version: int | None = None,
+    first: Callable[[str], bool] = layout.is_address_source,
+) -> dict[str, int]:
+    """Append a tagged union (``_table`` names each row's table) to the lake: one commit
+    per table, the tables for which ``first`` holds before the others.
+
+    The rows are computed once (checkpointed) and counted (:func:`count_rows`); only the
+    tables that get rows are written.
+
+    :return: the row counts by table.
+    """
+    scratch = Scratch()
+    try:
+        kept = scratch.keep(rows)
+        counts = count_rows(kept)
+        tables = sorted(tables_written(counts), key=lambda t: (not first(t), t))
+        for table in tables:
+            append(
+                kept.where(F.col(TABLE) == table).select(*schema_of(table).names),
+                lake.table(table),
+                app_id=app_id,
+                txn_version=txn_version,
+            )
+        return counts
+    finally:
+        scratch.release()
+
+
+class Storage(Protocol):
+    """What the routing job needs of its storage (:mod:`jobs.route`): the input stream,
+    whether a batch was written, the state and PENDING rows it starts from, the producer
+    ids already taken, and one write per batch. :class:`DeltaStorage` is the lake's."""
+
+    def events(self, spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
+        """The input stream (rows naming the slices of input tables a batch reads)."""
+        ...
+
+    def done(self, app_id: str, batch_id: int) -> bool:
+        """True when ``batch_id`` was fully written by the query ``app_id``."""
+        ...
+
+    def state(self) -> JobState:
+        """The job state the last written batch left."""
+        ...
+
+    def pending(self, spark: SparkSession) -> DataFrame:
+        """The PENDING queue rows a batch starts from."""
+        ...
+
+    def taken(self, spark: SparkSession, batch_id: int) -> DataFrame | None:
+        """Producer ids accepted before ``batch_id`` (None: none yet)."""
+        ...
+
+    def write(
+        self, outputs: DataFrame, state: JobState, app_id: str, batch_id: int
+    ) -> dict[str, int]:
+        """Write a batch's outputs and state, idempotently; the rows written by table."""
+        ...
+
+
+@dataclass
+class DeltaStorage:
+    """The lake's Delta tables as the job reads and writes them (a :class:`Storage`)."""
+
+    lake: Lake
+
+    def events(self, spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
+        """The input stream: one row per slice of an input table a batch reads
+        (:func:`routing.io.lake_events.read_events` turns them into the rows)."""
+        reader = spark.readStream.format("lake_events")
+        for key, value in options.items():
+            reader = reader.option(key, value)
+        return reader.load(self.lake.root)
+
+    def done(self, app_id: str, batch_id: int) -> bool:
+        """True when ``batch_id`` was fully written (its ``queue_messages`` commit landed)."""
+        version = transaction_version(self.lake.queue_messages, app_id)
+        return version is not None and version >= batch_id
+
+    def state(self) -> JobState:
+        """The job state of the last commit that carries one."""
+        return JobState.from_json(last_user_metadata(self.lake.queue_messages))
+
+    def pending(self, spark: SparkSession) -> DataFrame:
+        """PENDING rows of ``queue_messages`` (the partition alone is read)."""
+        if not is_table(self.lake.queue_messages):
+            return spark.createDataFrame([], schemas.spark_schema(schemas.QUEUE_MESSAGE))
+        return (
+            spark.read.format("delta")
+            .load(self.lake.queue_messages)
+            .where(F.col(schemas.QUEUE_MESSAGES_PARTITION) == "PENDING")
+            .select(*schemas.QUEUE_MESSAGE.names)
+        )
+
+    def taken(self, spark: SparkSession, batch_id: int) -> DataFrame | None:
+        """Producer ids accepted by batches before ``batch_id`` (None before the first).
+
+        Rows of ``batch_id`` itself are left out: a batch replayed after a crash may find
+        them. The batch id is data, not a literal (:func:`routing.plan.batch.batch_values`).
+        """
+        if not is_table(self.lake.producer_ids):
+            return None
+        if file_count(self.lake.producer_ids) > COMPACT_PRODUCER_IDS_AT:
+            from delta.tables import DeltaTable
+
+            DeltaTable.forPath(spark, self.lake.producer_ids).optimize().executeCompaction()
+        return (
+            spark.read.format("delta")
+            .load(self.lake.producer_ids)
+            .crossJoin(batch_values(spark, batch=batch_id))
+            .where(F.col("batch_id") < F.col("_batch"))
+            .select("message_id")
+        )
+
+    def write(
+        self, outputs: DataFrame, state: JobState, app_id: str, batch_id: int
+    ) -> dict[str, int]:
+        """Write a batch's outputs (:func:`outputs`): one idempotent commit per table,
+        address tables first, ``queue_messages`` (with the job state) last.
+
+        :return: the rows written by table (:func:`count_rows`).
+        """
+        queue_rows = outputs.where(F.col(TABLE) == layout.QUEUE_MESSAGES)
+        others = outputs.where(F.col(TABLE) != layout.QUEUE_MESSAGES)
+        scratch = Scratch()
+        try:
+            counts = append_tables(others, self.lake, app_id=app_id, txn_version=batch_id)
+            rows = scratch.keep(queue_rows.select(*schemas.QUEUE_MESSAGE.names))
+            merged = self._commit_queue_rows(rows, state, app_id, batch_id)
+        finally:
+            scratch.release()
+        if merged:
+            counts[layout.QUEUE_MESSAGES] = merged
+        return counts
+
+    def _commit_queue_rows(
+        self, rows: DataFrame, state: JobState, app_id: str, batch_id: int
+    ) -> int:
+        """Upsert the batch's queue rows into the PENDING partition; return how many."""
+        from delta.tables import DeltaTable
+
+        spark = rows.sparkSession
+        location = self.lake.queue_messages
+        n = rows.count()
+        if n == 0 or not is_table(location):
+            # the first batch creates the table; an empty batch still records its
+            # transaction and the job state
+            append(
+                rows,
+                location,
+                app_id=app_id,
+                txn_version=batch_id,
+                partition_by=[schemas.QUEUE_MESSAGES_PARTITION],
+                user_metadata=state.to_json(),
+            )
+            return n
+        settings = {TXN_APP_ID: app_id, TXN_VERSION: str(batch_id), USER_METADATA: state.to_json()}
+        with session_conf(spark, settings):
+            (
+                DeltaTable.forPath(spark, location)
+                .alias("t")
+                .merge(
+                    rows.alias("s"),
+                    "t.status = 'PENDING' AND t.queue = s.queue AND t.message_id = s.message_id",
+                )
+                .whenMatchedUpdateAll()
+                .whenNotMatchedInsertAll()
+                .execute()
+            )
+        return n
+
+
+def outputs(result: BatchResult, source_of: Callable[[Column], Column], batch_id: int) -> DataFrame:
+    """Every row a batch writes, tagged with its table (:data:`TABLE`)."""
+    frames = [
+        result.copies.withColumn(TABLE, source_of(F.col("address"))),
+        result.journal.withColumn(TABLE, F.lit(layout.JOURNAL)),
+        result.rejected.withColumn(TABLE, F.lit(layout.REJECTED)),
+        result.routed.crossJoin(batch_values(result.routed.sparkSession, batch=batch_id)).select(
+            "message_id", F.col("_batch").alias("batch_id"), F.lit(layout.PRODUCER_IDS).alias(TABLE)
+        ),
+        result.queue_rows.withColumn(TABLE, F.lit(layout.QUEUE_MESSAGES)),
+    ]
+    return tagged_union(frames)

@@ -1,0 +1,107 @@
+"""Small Column and DataFrame helpers shared by the routing modules."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from functools import reduce
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import DataType, MapType
+
+
+def literal_map(pairs: Mapping[str, object], value_type: str = "string") -> Column:
+    """A literal ``map<string, value_type>`` (sorted, so plans are stable)."""
+    items = [F.lit(x) for key in sorted(pairs) for x in (key, pairs[key])]
+    if not items:
+        return F.create_map().cast(f"map<string,{value_type}>")
+    return F.create_map(*items).cast(f"map<string,{value_type}>")
+
+
+def shuffle_partitions(spark: SparkSession) -> int:
+    """``spark.sql.shuffle.partitions`` of the session (Spark's default, 200, if unset)."""
+    value = spark.conf.get("spark.sql.shuffle.partitions")
+    return int(value) if value is not None else 200
+
+
+def union_all(frames: Iterable[DataFrame | None]) -> DataFrame | None:
+    """The rows of every frame given (None ones skipped; None if there are none), by name.
+
+    A union has the partitions of all its inputs: the union of a batch's many routing
+    passes is narrowed to ``spark.sql.shuffle.partitions`` partitions (no shuffle), or
+    every stage reading it would run hundreds of near-empty tasks.
+    """
+    present = [f for f in frames if f is not None]
+    if not present:
+        return None
+    union = reduce(lambda a, b: a.unionByName(b), present)
+    if len(present) == 1:
+        return union
+    partitions = shuffle_partitions(union.sparkSession)
+    return union.coalesce(max(partitions, 1))
+
+
+def union_of(frames: Iterable[DataFrame | None]) -> DataFrame:
+    """:func:`union_all` of frames of which at least one is there (a plan's invariant).
+
+    :raises ValueError: if every frame is None.
+    """
+    union = union_all(frames)
+    if union is None:
+        raise ValueError("union_of: expected at least one frame, found none")
+    return union
+
+
+def empty_array(element_type: str) -> Column:
+    """An empty ``array<element_type>``."""
+    return F.array().cast(f"array<{element_type}>")
+
+
+def chosen_values(choices: Sequence[tuple[Column, Column]], element_type: str) -> Column:
+    """The array of each value whose condition holds, in order (a null condition does not).
+
+    ``concat`` of one-element arrays rather than ``array_compact`` or ``filter``: those
+    are higher-order functions, which Spark evaluates without code generation, and so is
+    everything under them (every divert and queue filter): several times slower a row.
+    """
+    empty = empty_array(element_type)
+    parts = [F.when(condition, F.array(value)).otherwise(empty) for condition, value in choices]
+    if not parts:
+        return empty
+    return parts[0] if len(parts) == 1 else F.concat(*parts)
+
+
+def case_of(key: Column, values: Mapping[str, Column], default: Column) -> Column:
+    """``CASE WHEN key = k1 THEN v1 ... ELSE default``: only the matching branch is evaluated."""
+    expression = None
+    for name, value in values.items():
+        condition = key == F.lit(name)
+        expression = (
+            F.when(condition, value) if expression is None else expression.when(condition, value)
+        )
+    return default if expression is None else expression.otherwise(default)
+
+
+def tagged_union(frames: list[DataFrame]) -> DataFrame:
+    """The rows of every frame, by name; a column a frame lacks is null, or an empty map.
+
+    The writer keeps each table's own columns, so the filler is never written; it is an
+    empty map because Spark's Arrow conversion crawls over null maps: the batch's
+    outputs reach the Python writer ten times slower when a journal row carries a null
+    ``properties`` and a message row a null ``detail`` (docs/DESIGN.md).
+    """
+    types: dict[str, DataType] = {}
+    for frame in frames:
+        for field in frame.schema.fields:
+            types.setdefault(field.name, field.dataType)
+
+    def filler(kind: DataType) -> Column:
+        if isinstance(kind, MapType):
+            return F.create_map().cast(kind)
+        return F.lit(None).cast(kind)
+
+    filled = [
+        frame.withColumns({n: filler(t) for n, t in types.items() if n not in frame.columns})
+        for frame in frames
+    ]
+    return reduce(lambda a, b: a.unionByName(b), filled)

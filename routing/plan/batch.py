@@ -1,0 +1,42 @@
+"""What one micro-batch hands to storage (:class:`BatchResult`), and the batch's own
+values as data (:func:`batch_values`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+__all__ = ["BatchResult", "batch_values"]
+
+
+@dataclass
+class BatchResult:
+    """Everything a micro-batch writes, as lazy frames over the batch's scratch."""
+
+    queue_rows: DataFrame  # rows for queue_messages (QUEUE_ROW): new or changed
+    journal: DataFrame
+    rejected: DataFrame
+    copies: DataFrame  # message rows to append to their address tables
+    clock: int | None  # the lake clock after the batch (epoch µs)
+    positions: DataFrame  # round-robin positions after the batch (turns.POSITIONS)
+    routed: DataFrame  # the producer rows accepted for routing
+    rows_in: int = 0  # input rows, the job's own copies read back aside
+    routed_rows: int = 0  # rows of ``routed``
+    own_copies: int = 0  # the job's own copies read back (skipped: routed when made)
+    rounds: int = 0
+    created: dict[str, tuple[int, int]] = field(default_factory=dict)  # JobState.created after
+    attempts: int = 1  # plans of the batch (more than one when it created a queue)
+
+
+def batch_values(spark: SparkSession, **values: int | None) -> DataFrame:
+    """One row of the batch's own values (``_<name>`` bigint columns), to join where a plan
+    needs them.
+
+    Values of a batch (its id, the lake clock) are passed as data, never as literals:
+    Spark compiles literals into the generated code, and a plan that differs in a literal
+    from the previous batch's is compiled again (about 250 ms a class).
+    """
+    names = ", ".join(f"_{name} bigint" for name in values)
+    return F.broadcast(spark.createDataFrame([tuple(values.values())], names))

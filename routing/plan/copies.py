@@ -1,0 +1,100 @@
+"""Making copies: the one function behind divert, dead-letter, expiry, MOVE and RETRY copies.
+
+Follows Artemis's ``DivertImpl`` and ``QueueImpl.makeCopy``/``move`` with the SPEC's
+breadcrumb history (§5.4–§5.6):
+
+- a new ``message_id`` from :func:`routing.plan.ids.copy_id` (parent id + hop);
+- the breadcrumb map rebuilt by the one vectorized UDF
+  (:func:`routing.plan.breadcrumbs.rebuild_breadcrumbs`), ``_AMQ_ORIG_QUEUE`` = the queue
+  or divert left (none for send-to-dla-on-no-route);
+- diverts keep the expiration and set the routing type per ``routing-type``;
+  every other copy clears the expiration and takes as routing type the
+  ``_AMQ_ORIG_ROUTING_TYPE`` of the message it copies (null when it has none);
+- ``sent_at`` is when the copy was made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from routing.plan import schemas
+from routing.plan.breadcrumbs import rebuild_breadcrumbs
+from routing.plan.ids import copy_id
+
+DIVERT, DEAD_LETTER, EXPIRY, MOVE, RETRY = "DIVERT", "DEAD_LETTER", "EXPIRY", "MOVE", "RETRY"
+ROUTING_TYPES = ("ANYCAST", "MULTICAST")
+ACTUAL_EXPIRY = "_AMQ_ACTUAL_EXPIRY"
+ORIG_ROUTING_TYPE = "_AMQ_ORIG_ROUTING_TYPE"
+
+
+def valid_routing_type(value: Column) -> Column:
+    """``value`` if it is ANYCAST or MULTICAST, else null."""
+    return F.when(value.isin(*ROUTING_TYPES), value)
+
+
+def original_routing_type() -> Column:
+    """Routing type of a dead-letter/expiry/move/retry copy (Artemis ``QueueImpl.move``)."""
+    return valid_routing_type(F.col("properties")[ORIG_ROUTING_TYPE])
+
+
+def make_copies(
+    reason: Column,
+    left: Column,
+    target_address: Column,
+    at: Column,
+    *,
+    target_queue: Column | None = None,
+    routing_type: Column | None = None,
+    keep_expiration: bool = False,
+    extra_properties: Column | None = None,
+) -> Callable[[DataFrame], DataFrame]:
+    """Replace each row's message columns by those of its copy; other columns stay.
+
+    :param reason: ``copy_reason`` (DIVERT, DEAD_LETTER, EXPIRY, MOVE, RETRY).
+    :param left: the queue or divert the parent left (null: no ``_AMQ_ORIG_QUEUE``).
+    :param target_address: the address the copy is sent to.
+    :param at: when the copy is made (its ``sent_at``).
+    :param target_queue: MOVE and RETRY: the one queue it goes to (``to_queue``).
+    :param routing_type: the copy's routing type; default :func:`original_routing_type`.
+    :param keep_expiration: diverts keep the parent's expiration; other copies clear it.
+    :param extra_properties: a map merged into the rebuilt properties (``_AMQ_ACTUAL_EXPIRY``).
+
+    Example::
+
+        dead = rows.transform(make_copies(F.lit("DEAD_LETTER"), F.col("queue"),
+                                          F.col("dead_letter_address"), F.col("at")))
+    """
+    queue = target_queue if target_queue is not None else F.lit(None).cast("string")
+    # the columns are built once, here: a transform kept by its caller (the router keeps
+    # its own) is applied pass after pass without rebuilding them (py4j calls)
+    properties = rebuild_breadcrumbs(
+        F.col("properties"), F.col("address"), left, F.col("message_id"), F.col("routing_type")
+    )
+    if extra_properties is not None:
+        # null means nothing to add; a message expiring a second time replaces its
+        # _AMQ_ACTUAL_EXPIRY (map_concat refuses duplicate keys)
+        extra = F.coalesce(extra_properties, F.create_map().cast("map<string,string>"))
+        replaced = F.map_keys(extra)
+        properties = F.map_concat(
+            F.map_filter(properties, lambda k, _: ~F.array_contains(replaced, k)), extra
+        )
+    new = {
+        "message_id": copy_id(F.col("message_id"), reason, left, target_address, queue),
+        "address": target_address,
+        "routing_type": routing_type if routing_type is not None else original_routing_type(),
+        "sent_at": at,
+        "expiration": F.col("expiration") if keep_expiration else F.lit(None).cast("timestamp"),
+        "properties": properties,
+        "copy_reason": reason,
+        "to_queue": queue,
+    }
+    message = [new[c].alias(c) if c in new else F.col(c) for c in schemas.MESSAGE.names]
+
+    def transform(rows: DataFrame) -> DataFrame:
+        # one select: every new value is computed from the parent's columns
+        return rows.select(*message, *[c for c in rows.columns if c not in schemas.MESSAGE.names])
+
+    return transform

@@ -1,0 +1,404 @@
+"""Applying events to queued messages: deliveries, management, expiry (SPEC §5.3, §5.4).
+
+Each (queue, message) takes its events in ``(at, kind, input order)`` order, kind
+being expiry < delivery < management (SPEC §5.4: at the same instant an ACK finds
+the message already expired):
+
+- ROLLBACK adds one to ``delivery_count``; when ``max-delivery-attempts`` > 0 and
+  the count reaches it the message is dead-lettered, otherwise a redelivery is
+  scheduled at ``at + min(max-redelivery-delay, delay * multiplier^(count-1))``
+  (Artemis ``QueueImpl.calculateRedeliveryDelay``);
+- ACK adds one and ends the message; an expiry, MOVE, RETRY or SEND_TO_DLA ends it;
+- the first ending event is the last one applied; events after it, or before the
+  message entered the queue, are rejected (management rows expanded from a filter
+  and expiries are skipped instead: they never named that message).
+
+The fold reads only the few columns of a queue row that events change or look at
+(:func:`fold_state`), never the message itself: the rows it joins, sorts and windows
+stay narrow however large the properties and bodies are. Its results are narrow
+too: the new state of each changed row (:attr:`Folded.updated`) and the moves that
+make copies (:attr:`Folded.moves`); :func:`copies_of` joins the few moved messages
+back to their rows to copy them (SPEC §5.4) through
+:func:`routing.plan.copies.make_copies`.
+
+The running figures of each message's events in order (position, delivery count, the
+first ending event, the last applied one) come from one vectorized pass over the events
+sorted by key and order (:mod:`routing.plan.sequences`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from routing.broker.layout import DELIVERIES
+from routing.plan import journal, schemas
+from routing.plan._columns import literal_map, union_of
+from routing.plan.breadcrumbs import ORIG_ADDRESS, ORIG_QUEUE
+from routing.plan.copies import ACTUAL_EXPIRY, DEAD_LETTER, EXPIRY, MOVE, RETRY, make_copies
+from routing.plan.facts import moment
+from routing.plan.ids import copy_id
+from routing.plan.scratch import Scratch
+from routing.plan.sequences import in_order
+
+EXPIRE_KIND, DELIVERY_KIND, MANAGEMENT_KIND = 1, 2, 3
+ACK, ROLLBACK = "ACK", "ROLLBACK"
+OP_MOVE, OP_RETRY, OP_SEND_TO_DLA = "MOVE", "RETRY", "SEND_TO_DLA"
+KEY = ("queue", "message_id")
+ORDER = ("at", "_kind", "_o_source", "_o_version", "_o_file", "_o_row")
+
+EVENT_WHAT = ("outcome", "op", "_to_queue")
+"""What an event does: a delivery's outcome, a management row's op and MOVE target."""
+EVENT_ORDER = ORDER[2:]
+"""Where an event was read: source table, version, file, row (``_o_*``)."""
+EVENT_COLUMNS = (
+    "queue",
+    "message_id",
+    "at",
+    "_kind",
+    *EVENT_WHAT,
+    "_by_filter",
+    *EVENT_ORDER,
+)
+"""Columns of the events the fold takes (deliveries, management rows, expiries).
+``_to_queue`` is a MOVE's destination; ``_o_*`` the input order (source table, version,
+file, row). Events stay narrow: the input row of an event that is rejected is rebuilt
+from these columns (:func:`event_row`)."""
+
+CHANGED = ("status", "delivery_count", "redeliver_at", "status_at")
+"""The queue-row columns an event changes."""
+
+STATE_COLUMNS = (*KEY, "delivery_count", "redeliver_at", "routed_at", "status_at")
+"""What the fold reads of a queue row, besides the breadcrumbs a RETRY goes back to."""
+
+MOVE_COLUMNS = (*KEY, "at", "_kind", "_end", "_target", "_target_queue")
+"""A move: the message leaving ``queue`` at ``at`` for ``_target`` (``_target_queue``),
+made by an event of ``_kind``."""
+
+
+@dataclass
+class Folded:
+    updated: DataFrame  # new state of every changed row: KEY + CHANGED
+    journal: DataFrame
+    rejected: DataFrame
+    moves: DataFrame  # MOVE_COLUMNS: the messages to copy (copies_of)
+    unmatched: DataFrame  # events naming no message in play (EVENT_COLUMNS)
+
+
+def fold_state(queue_rows: DataFrame) -> DataFrame:
+    """The narrow view of PENDING queue rows that :func:`fold` joins events to.
+
+    Example::
+
+        folded = fold(events, fold_state(pending), facts, queue_addresses, scratch)
+    """
+    props = F.col("properties")
+    return queue_rows.select(
+        *STATE_COLUMNS,
+        props.getItem(ORIG_QUEUE).alias("_orig_queue"),
+        props.getItem(ORIG_ADDRESS).alias("_orig_address"),
+    )
+
+
+def no_pending_message() -> Column:
+    """Why an event naming no PENDING message is rejected.
+
+    One wording whether the message ended earlier in the same micro-batch or in an
+    earlier one, so ``rejected`` does not depend on where batches are cut.
+    """
+    return F.concat(
+        F.lit("no PENDING message "),
+        F.col("message_id").cast("string"),
+        F.lit(" in queue "),
+        F.col("queue"),
+    )
+
+
+def retry_target_ok(queue_addresses: Mapping[str, str], exists: Column | None = None) -> Column:
+    """RETRY needs ``_AMQ_ORIG_QUEUE`` naming a queue on the ``_AMQ_ORIG_ADDRESS`` it carries
+    (and that exists at the event's time: ``exists``, over ``_orig_queue`` and ``at``)."""
+    target = literal_map(queue_addresses)[F.col("_orig_queue")]
+    ok = F.coalesce(target == F.col("_orig_address"), F.lit(False))
+    return ok if exists is None else ok & exists
+
+
+def fold(
+    events: DataFrame,
+    state: DataFrame,
+    facts: DataFrame,
+    queue_addresses: Mapping[str, str],
+    scratch: Scratch,
+    retry_target_exists: Column | None = None,
+) -> Folded:
+    """Apply ``events`` to the PENDING rows ``state`` of their (queue, message).
+
+    :param events: :data:`EVENT_COLUMNS`.
+    :param state: :func:`fold_state` of the PENDING queue rows in play.
+    :param facts: :func:`routing.plan.facts.queue_facts`.
+    :param queue_addresses: queue name -> address, for MOVE and RETRY targets.
+    :param scratch: the one frame everything below reads is checkpointed there.
+    :param retry_target_exists: the queue ``_orig_queue`` exists at ``at`` (None: every
+        queue of ``queue_addresses`` always does).
+    """
+    known = F.col("routed_at").isNotNull()
+    is_op = F.col("_kind") == MANAGEMENT_KIND
+    valid = (
+        ~is_op | (F.col("op") != OP_RETRY) | retry_target_ok(queue_addresses, retry_target_exists)
+    )
+    early = F.col("at") < F.col("routed_at")
+    quietly = F.col("_by_filter") | (F.col("_kind") == EXPIRE_KIND)
+    refusal = F.when(
+        known & ~valid,
+        F.lit(
+            "RETRY: the message has no _AMQ_ORIG_QUEUE on _AMQ_ORIG_ADDRESS naming an existing queue"
+        ),
+    ).when(known & early, F.lit("the message was not yet in the queue at that time"))
+    eligible = known & F.col("_refusal").isNull()
+
+    rollback = eligible & (F.col("_kind") == DELIVERY_KIND) & (F.col("outcome") == ROLLBACK)
+    ack = eligible & (F.col("_kind") == DELIVERY_KIND) & (F.col("outcome") == ACK)
+    joined = (
+        events.join(state, list(KEY), "left")
+        .join(facts.select("queue", "max_delivery_attempts"), "queue", "left")
+        .withColumn("_refusal", refusal)
+        .withColumns(
+            {
+                "_eligible": eligible,
+                "_rollback": rollback,
+                "_ack": ack,
+                "_terminal": eligible & (F.col("_kind") != DELIVERY_KIND),
+            }
+        )
+    )
+    rows = scratch.keep(
+        in_order(joined, KEY, ORDER)
+        .join(facts.drop("max_delivery_attempts"), "queue", "left")
+        .withColumns(
+            {
+                "_exhausted": F.col("_rollback") & F.col("_ends"),
+                "_redeliver_at": _redeliver_at(F.col("at"), F.col("_count")),
+                "_last_redeliver": _redeliver_at(
+                    F.col("_rescheduled_at"), F.col("_rescheduled_count")
+                ),
+            }
+        )
+        .transform(_with_ending(queue_addresses))
+    )
+    rejected = [
+        rejected_events(
+            rows.where(known & F.col("_refusal").isNotNull() & ~quietly), F.col("_refusal")
+        ),
+        rejected_events(
+            rows.where(F.col("_eligible") & ~F.col("_applied") & ~quietly), no_pending_message()
+        ),
+    ]
+    applied = rows.where(F.col("_applied"))
+    journals = [
+        journal.journal_rows(
+            applied.where(F.col("_rollback") & ~F.col("_ends")),
+            at=F.col("at"),
+            queue=F.col("queue"),
+            event=journal.REDELIVERY_SCHEDULED,
+            delivery_count=F.col("_count"),
+            details={
+                "redeliver_at": F.date_format("_redeliver_at", "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'")
+            },
+        )
+    ]
+    ending = applied.where(F.col("_pos") == F.col("_first_end"))
+    journals.append(
+        journal.journal_rows(
+            ending.where(F.col("_target").isNull()),
+            at=F.col("at"),
+            queue=F.col("queue"),
+            event=F.col("_journal_event"),
+            delivery_count=F.col("_count"),
+            details={"reason": F.col("_why")},
+        )
+    )
+    moving = ending.where(F.col("_target").isNotNull())
+    journals.append(
+        journal.journal_rows(
+            moving,
+            at=F.col("at"),
+            queue=F.col("queue"),
+            event=F.col("_journal_event"),
+            delivery_count=F.col("_count"),
+            details={
+                "to_address": F.col("_target"),
+                "to_queue": F.col("_target_queue"),
+                "copy_id": copy_id(
+                    F.col("message_id"),
+                    F.col("_end"),
+                    F.col("queue"),
+                    F.col("_target"),
+                    F.col("_target_queue"),
+                ),
+                "reason": F.col("_why"),
+            },
+        )
+    )
+    updated = applied.where(F.col("_pos") == F.col("_last")).select(
+        *KEY,
+        F.when(F.col("_ends"), F.col("_end_status")).otherwise(F.lit("PENDING")).alias("status"),
+        F.col("_count").cast("int").alias("delivery_count"),
+        F.when(F.col("_rescheduled_at").isNotNull(), F.col("_last_redeliver"))
+        .otherwise(F.col("redeliver_at"))
+        .alias("redeliver_at"),
+        F.greatest(F.col("status_at"), F.col("at")).alias("status_at"),
+    )
+    unmatched = rows.where(~known).select(*EVENT_COLUMNS)
+    return Folded(
+        updated,
+        union_of(journals),
+        union_of(rejected),
+        moving.select(*MOVE_COLUMNS),
+        unmatched,
+    )
+
+
+def copies_of(moves: DataFrame, in_play: DataFrame, source_of) -> DataFrame:
+    """The copies the moves make (SPEC §5.4): each moved message, joined back to its queue
+    row, copied to its target (+ the router's internal columns, ready to be routed).
+
+    Moves are few next to the rows in play, so they are broadcast and the rows are not
+    shuffled.
+
+    :param moves: :attr:`Folded.moves`.
+    :param in_play: the queue rows the fold's state came from (message columns + KEY).
+    :param source_of: address Column -> table Column of the copies.
+    """
+    parents = in_play.select(*schemas.MESSAGE.names, "queue").join(F.broadcast(moves), list(KEY))
+    return parents.transform(
+        make_copies(
+            F.col("_end"),
+            F.col("queue"),
+            F.col("_target"),
+            F.col("at"),
+            target_queue=F.col("_target_queue"),
+            extra_properties=F.when(
+                F.col("_end") == EXPIRY,
+                F.create_map(F.lit(ACTUAL_EXPIRY), F.unix_millis("at").cast("string")),
+            ),
+        )
+    ).select(
+        *schemas.MESSAGE.names,
+        F.lit(0).alias("_hops"),
+        F.lit(False).alias("_dla_hint"),
+        source_of(F.col("address")).alias("_source"),
+        F.col("_kind").alias("_rank"),  # a copy enters at its event's rank (SPEC §5.4)
+    )
+
+
+def event_row() -> Column:
+    """An event's input row as JSON (``rejected.row``), as :mod:`routing.plan.inputs` writes it:
+    a delivery, or a management row naming a message (whose ``filter`` is null)."""
+    delivery = F.to_json(F.struct("queue", "message_id", "outcome", "at"))
+    management = F.to_json(
+        F.struct(
+            "op",
+            "queue",
+            "message_id",
+            F.lit(None).cast("string").alias("filter"),
+            F.col("_to_queue").alias("to_queue"),
+            "at",
+        )
+    )
+    return F.when(F.col("_o_source") == DELIVERIES, delivery).otherwise(management)
+
+
+def rejected_events(rows: DataFrame, reason: Column) -> DataFrame:
+    """``rejected`` rows of delivery and management events."""
+    return journal.rejected_rows(
+        rows, source=F.col("_o_source"), row=event_row(), reason=reason, at=F.col("at")
+    )
+
+
+def _redeliver_at(at: Column, count: Column) -> Column:
+    """``at + min(max-redelivery-delay, delay * multiplier^(count-1))``; null without a delay."""
+    delay = F.col("redelivery_delay").cast("double") * F.pow(
+        F.col("redelivery_delay_multiplier"), count - 1
+    )
+    millis = F.least(delay, F.col("max_redelivery_delay").cast("double")).cast("long")
+    return F.when(F.col("redelivery_delay") > 0, F.timestamp_millis(F.unix_millis(at) + millis))
+
+
+def _bound(prefix: str) -> Column:
+    """The dead-letter (``dla``) or expiry (``expiry``) address has a binding when the event
+    happens: from the start, or one the event creates itself (``<prefix>_has_bindings``),
+    or one another address's dead letter (expiry) created by then (``<prefix>_bound_since``,
+    a moment: :func:`routing.plan.facts.queue_facts`). An event's kind is its rank
+    at its instant."""
+    since = F.col(f"{prefix}_bound_since")
+    by_then = F.coalesce(moment(F.col("at"), F.col("_kind")) >= since, F.lit(False))
+    return F.col(f"{prefix}_has_bindings") | by_then
+
+
+def _with_ending(queue_addresses: Mapping[str, str]):
+    """Columns saying what an ending event does (meaningful on rows where ``_ends``).
+
+    ``_end`` ACK / DEAD_LETTER / EXPIRY / MOVE / RETRY; ``_target`` the address a copy
+    goes to (null: no copy — ACK, or nowhere to go); ``_target_queue`` for MOVE/RETRY;
+    ``_end_status`` the queue row's status; ``_journal_event``; ``_why`` the reason.
+    """
+    end = (
+        F.when(F.col("_kind") == EXPIRE_KIND, F.lit(EXPIRY))
+        .when(
+            F.col("_kind") == DELIVERY_KIND,
+            F.when(F.col("_exhausted"), F.lit(DEAD_LETTER)).otherwise(F.lit(ACK)),
+        )
+        .when(F.col("op") == OP_MOVE, F.lit(MOVE))
+        .when(F.col("op") == OP_RETRY, F.lit(RETRY))
+        .otherwise(F.lit(DEAD_LETTER))
+    )
+    dla, expiry = F.col("dead_letter_address"), F.col("expiry_address")
+    target = (
+        F.when(F.col("_end") == DEAD_LETTER, F.when(_bound("dla"), dla))
+        .when(F.col("_end") == EXPIRY, F.when(_bound("expiry"), expiry))
+        .when(F.col("_end") == MOVE, literal_map(queue_addresses)[F.col("_to_queue")])
+        .when(F.col("_end") == RETRY, F.col("_orig_address"))
+    )
+    target_queue = F.when(F.col("_end") == MOVE, F.col("_to_queue")).when(
+        F.col("_end") == RETRY, F.col("_orig_queue")
+    )
+    gone = F.col("_target").isNull()
+    status = (
+        F.when(F.col("_end") == ACK, F.lit("ACKED"))
+        .when(F.col("_end").isin(MOVE, RETRY), F.lit("MOVED"))
+        .when(gone, F.lit(journal.DROPPED))
+        .when(F.col("_end") == EXPIRY, F.lit("EXPIRED"))
+        .otherwise(F.lit("DEAD_LETTERED"))
+    )
+    event = (
+        F.when(F.col("_end") == ACK, F.lit(journal.ACKED))
+        .when(F.col("_end") == MOVE, F.lit(journal.MOVED))
+        .when(F.col("_end") == RETRY, F.lit(journal.RETRIED))
+        .when(gone, F.lit(journal.DROPPED))
+        .when(F.col("_end") == EXPIRY, F.lit(journal.EXPIRED))
+        .otherwise(F.lit(journal.DEAD_LETTERED))
+    )
+    why = (
+        F.when((F.col("_end") == DEAD_LETTER) & dla.isNull(), F.lit(journal.NO_DLA))
+        .when((F.col("_end") == DEAD_LETTER) & gone, F.lit(journal.DLA_NO_BINDINGS))
+        .when((F.col("_end") == EXPIRY) & expiry.isNull(), F.lit(journal.NO_EXPIRY_ADDRESS))
+        .when((F.col("_end") == EXPIRY) & gone, F.lit(journal.EXPIRY_NO_BINDINGS))
+        .when(
+            (F.col("_end") == DEAD_LETTER) & (F.col("op") == OP_SEND_TO_DLA), F.lit(OP_SEND_TO_DLA)
+        )
+        .when(F.col("_end") == DEAD_LETTER, F.lit("MAX_DELIVERY_ATTEMPTS"))
+    )
+
+    def transform(rows: DataFrame) -> DataFrame:
+        return (
+            rows.withColumn("_end", end)
+            .withColumn("_target", target)
+            .withColumn("_target_queue", target_queue)
+            .withColumn("_end_status", status)
+            .withColumn("_journal_event", event)
+            .withColumn("_why", why)
+        )
+
+    return transform

@@ -1,0 +1,363 @@
+"""One micro-batch of the job: rounds of routing and events (docs/DESIGN.md).
+
+Round 1 routes the producer rows of the batch, then applies the batch's
+deliveries, management rows and due expiries to every PENDING message (those of
+earlier batches and those just routed). Ending transitions make copies
+(dead letter, expiry, MOVE, RETRY); round 2 routes them and applies what concerns
+them, and so on until a round makes no copy. Everything of one batch therefore
+happens in event-time order whatever the micro-batch sizes.
+
+Auto-created queues exist from the moment of the dead letter or expiry that
+creates them (``JobState.created``: its event time, then its rank at that instant,
+:data:`routing.broker.topology.RANKS`). A batch is planned with the creation moments it
+assumes (those of earlier batches at first); when its own dead letters and expiries
+create a queue, or create one earlier than assumed, the batch is planned again with
+the moments it found, until what it assumes is what it finds (docs/DESIGN.md). Each
+auto-created queue is created once in a job's life, so few batches are planned twice.
+
+:func:`run_batch` is pure apart from Spark actions: it reads nothing from
+storage and writes nothing; the job writes :class:`BatchResult` in one commit
+per table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from routing.broker.filters import FilterSyntaxError, parse_filter
+from routing.broker.ids import COPY_ID_BASE
+from routing.broker.state import JobState
+from routing.broker.topology import Created, Topology
+from routing.plan import schemas
+from routing.plan._columns import literal_map, union_all, union_of
+from routing.plan.batch import BatchResult, batch_values
+from routing.plan.breadcrumbs import ORIG_ADDRESS
+from routing.plan.copies import DEAD_LETTER, EXPIRY
+from routing.plan.deliveries import (
+    CHANGED,
+    EVENT_ORDER,
+    EVENT_WHAT,
+    EXPIRE_KIND,
+    KEY,
+    MANAGEMENT_KIND,
+    copies_of,
+    fold,
+    fold_state,
+    no_pending_message,
+    rejected_events,
+)
+from routing.plan.expiry import expires_at
+from routing.plan.facts import exists_at, queue_facts
+from routing.plan.filters import matches
+from routing.plan.inputs import classify, split
+from routing.plan.router import Router
+from routing.plan.scratch import Scratch
+from routing.plan.turns import positions_frame
+
+QUEUE_ROW = schemas.QUEUE_MESSAGE.names
+MAX_ATTEMPTS = 8
+"""Plans of one batch at most, each assuming the creation moments the previous one found."""
+BROADCAST_CHANGES = 200_000
+"""Input rows of a batch up to which the fold's changes (at most one per input row) are
+broadcast to the queue rows they apply to rather than joined by a shuffle of both."""
+
+
+def filter_errors(filters: Iterable[str]) -> dict[str, str]:
+    """The filters that do not parse, with the parser's message."""
+    errors = {}
+    for text in filters:
+        if not text.strip():  # blank: no filter, as Artemis's FilterImpl.createFilter
+            continue
+        try:
+            parse_filter(text)
+        except FilterSyntaxError as error:
+            errors[text] = str(error)
+    return errors
+
+
+def expiries(in_play: DataFrame, clock: DataFrame) -> DataFrame:
+    """An expiry event for each message in play whose expiration is due by the lake clock.
+
+    :param clock: :func:`batch_values` with ``clock``.
+    """
+    due = expires_at(F.col("_clock"))
+    return (
+        in_play.crossJoin(clock)
+        .where(due.isNotNull())
+        .select(
+            "queue",
+            "message_id",
+            due.alias("at"),
+            F.lit(EXPIRE_KIND).alias("_kind"),
+            *_nulls(EVENT_WHAT),
+            F.lit(False).alias("_by_filter"),
+            *_nulls(EVENT_ORDER),
+        )
+    )
+
+
+def _nulls(names: Iterable[str]) -> list[Column]:
+    types = {"_o_version": "long", "_o_row": "long"}
+    return [F.lit(None).cast(types.get(n, "string")).alias(n) for n in names]
+
+
+def expand_by_filter(ops: DataFrame, in_play: DataFrame, filters: Iterable[str]) -> DataFrame:
+    """Management rows without ``message_id``: one event per PENDING message of the queue
+    that had entered it by the row's time and matches its filter (null: every one)."""
+    texts = sorted(set(filters))
+    matched = F.col("filter").isNull()
+    if texts:
+        # element_at over an array, not a CASE chain: many filters would outgrow codegen;
+        # a row without a filter must not reach element_at (Spark folds a null index to false)
+        index = literal_map({t: i + 1 for i, t in enumerate(texts)}, "int")[F.col("filter")]
+        matched = matched | F.coalesce(
+            F.element_at(F.array(*[matches(t) for t in texts]), index), F.lit(False)
+        )
+    joined = in_play.join(F.broadcast(ops), "queue")  # operations are few: rows stay put
+    return joined.where((F.col("routed_at") <= F.col("at")) & matched).select(
+        "queue",
+        "message_id",
+        "at",
+        F.lit(MANAGEMENT_KIND).alias("_kind"),
+        F.lit(None).cast("string").alias("outcome"),
+        "op",
+        "_to_queue",
+        F.lit(True).alias("_by_filter"),
+        *EVENT_ORDER,
+    )
+
+
+def run_batch(
+    events: DataFrame,
+    pending: DataFrame,
+    state: JobState,
+    topology: Topology,
+    router: Router,
+    scratch: Scratch,
+    *,
+    as_of: int | None = None,
+    taken: DataFrame | None = None,
+) -> BatchResult:
+    """Plan one micro-batch: checkpoints at each routing pass and each round's fold,
+    one action for the batch's clock and filters, one emptiness check per round (with
+    auto-created queues in the topology, the same action also collects the queues the
+    round's dead letters and expiries created).
+
+    A batch that creates an auto-created queue (or finds it created earlier than the
+    state says) is planned again, assuming the moments it found, until it finds what it
+    assumed (at most :data:`MAX_ATTEMPTS` plans; the last one is kept). So every
+    decision, in any round, sees a queue from the moment of its creation, even one a
+    later round creates: a copy that entered the dead-letter address in round 2 and
+    was dead-lettered again there may create a queue before a round-1 decision's time.
+    The checkpoints of a plan set aside stay in ``scratch`` until the batch is written.
+
+    :param events: the batch's rows of the ``lake_events`` source.
+    :param pending: PENDING rows of ``queue_messages`` before the batch.
+    :param state: the job state after the previous batch.
+    :param scratch: keeps the checkpoints of the batch; released by the caller.
+    :param as_of: ``--as-of`` in epoch µs.
+    :param taken: producer ids accepted by earlier batches (``message_id``), if any.
+    """
+    assumed = dict(state.created)
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        result = _plan_batch(
+            events, pending, state, topology, router, scratch, assumed, as_of=as_of, taken=taken
+        )
+        result.attempts = attempt
+        # the plan holds when every decision saw the creation moments the batch itself makes
+        if result.created == assumed:
+            break
+        assumed = result.created
+    return result
+
+
+def created_moments(
+    state: Created, found: Iterable[tuple[str, tuple[int, int]]]
+) -> dict[str, tuple[int, int]]:
+    """The creation moments of ``state`` with those ``found`` in a batch: each queue's
+    earliest (a late row can create a queue before the moment an earlier batch saw)."""
+    out = dict(state)
+    for name, when in found:
+        out[name] = min(when, out.get(name, when))
+    return dict(sorted(out.items()))
+
+
+def created_queue(topology: Topology) -> Column:
+    """The auto-created queue a dead-letter or expiry copy's move creates (null: none): the
+    one of the address it left (``_AMQ_ORIG_ADDRESS``, the address of the queue it left).
+
+    A move that creates a queue always makes a copy: the queue it creates is a binding
+    of the address it goes to (:func:`routing.plan.facts.queue_facts`).
+    """
+    left = F.col("properties")[ORIG_ADDRESS]
+    return F.when(
+        F.col("copy_reason") == DEAD_LETTER, literal_map(topology.creations(DEAD_LETTER))[left]
+    ).when(F.col("copy_reason") == EXPIRY, literal_map(topology.creations(EXPIRY))[left])
+
+
+def _plan_batch(
+    events: DataFrame,
+    pending: DataFrame,
+    state: JobState,
+    topology: Topology,
+    router: Router,
+    scratch: Scratch,
+    assumed: Created,
+    *,
+    as_of: int | None,
+    taken: DataFrame | None,
+) -> BatchResult:
+    """One plan of the batch, assuming the auto-created queues exist from ``assumed``
+    (and from what its earlier rounds create); :attr:`BatchResult.created` is what the
+    plan itself creates, merged with ``state``'s."""
+    spark: SparkSession = events.sparkSession
+
+    def exists(name: Column, at: Column, rank: Column) -> Column:
+        return exists_at(topology, name, at, rank, assumed)
+
+    classified = classify(events, topology.queues, scratch, taken, exists)
+    facts = classified.agg(
+        F.max(F.unix_micros(F.coalesce("sent_at", "at"))).alias("latest"),
+        F.collect_set(F.when(F.col("source") == "management", F.col("filter"))).alias("filters"),
+        F.count(F.lit(1)).alias("rows"),
+        F.count_if(F.col("_own")).alias("own_copies"),
+        F.count_if(
+            F.col("source").startswith("addresses/") & F.col("_reason").isNull() & ~F.col("_own")
+        ).alias("routed"),
+        F.count_if(
+            ~F.col("source").startswith("addresses/") & (F.col("message_id") >= COPY_ID_BASE)
+        ).alias("copy_events"),
+        F.count_if((F.col("source") == "management") & F.col("message_id").isNull()).alias(
+            "filter_ops"
+        ),
+    ).collect()[0]  # an aggregate without groups: exactly one row
+    # the lake clock (SPEC §5.4): latest event time seen, or --as-of if later; never back
+    times = [t for t in (state.clock, facts.latest, as_of) if t is not None]
+    clock = max(times) if times else None
+    clock_values = batch_values(spark, clock=clock)
+    bad = filter_errors(facts.filters)
+    good_filters = [f for f in facts.filters if f not in bad]
+    inputs = split(classified, bad)
+    queue_addresses = {q.name: q.address for q in topology.queues.values()}
+    # what the rounds see: the moments assumed, and those the rounds so far created
+    known = dict(assumed)
+    found: list[tuple[str, tuple[int, int]]] = []
+
+    positions = positions_frame(spark, state.positions)
+    old = pending.select(*QUEUE_ROW)
+    waiting = union_of([inputs.deliveries, inputs.by_id])
+    journals: list[DataFrame] = []
+    rejected: list[DataFrame] = [inputs.rejected]
+    copies: list[DataFrame] = []
+    entries: list[DataFrame | None] = []
+    updated: list[DataFrame] = []
+    # after round 1 only copies enter queues; unless an event names a copy, an operator
+    # works by filter, or an address may give a copy an expiration, nothing applies to them
+    later_rounds_apply = bool(facts.copy_events or facts.filter_ops) or router.may_set_expiration
+    entering = inputs.messages
+    rounds = 0
+    while True:
+        rounds += 1
+        routed = router.route(entering, positions, scratch, known)
+        positions = routed.positions
+        journals += routed.journal
+        rejected += routed.rejected
+        copies += routed.copies
+        if rounds > 1:
+            copies.append(entering.select(*schemas.MESSAGE.names))
+        new = union_all(routed.entries)
+        entries.append(new)
+        in_play = union_of([old, new] if rounds == 1 else [new])
+        if rounds > 1 and not later_rounds_apply:
+            break
+        round_events = union_of(
+            [
+                waiting,
+                expand_by_filter(inputs.by_filter, in_play, good_filters),
+                expiries(in_play, clock_values) if clock is not None else None,
+            ]
+        )
+        fold_facts = F.broadcast(queue_facts(spark, topology, known))
+        retry_target = exists_at(
+            topology, F.col("_orig_queue"), F.col("at"), MANAGEMENT_KIND, known
+        )
+        folded = fold(
+            round_events, fold_state(in_play), fold_facts, queue_addresses, scratch, retry_target
+        )
+        updated.append(folded.updated)
+        journals.append(folded.journal)
+        rejected.append(folded.rejected)
+        # a copy made later in this batch may still enter that queue: it waits for it
+        waiting = folded.unmatched.where(F.col("message_id") >= COPY_ID_BASE)
+        rejected.append(
+            _no_such_message(folded.unmatched.where(F.col("message_id") < COPY_ID_BASE))
+        )
+        entering = scratch.keep(copies_of(folded.moves, in_play, router.source_of))
+        if not topology.auto_queues:
+            if entering.isEmpty():
+                break
+            continue
+        # one action: whether there are copies, and the queues their moves created
+        made = (
+            entering.groupBy(created_queue(topology).alias("queue"))
+            .agg(F.min(F.struct(F.unix_micros("sent_at").alias("at"), "_rank")).alias("first"))
+            .collect()
+        )
+        if not made:
+            break
+        found += [(r.queue, (r.first["at"], r.first["_rank"])) for r in made if r.queue is not None]
+        known = created_moments(known, found)
+    rejected.append(_no_such_message(waiting))
+
+    changed = union_of(updated)
+    broadcast = facts.rows <= BROADCAST_CHANGES
+    # the rows written: every entry, and each PENDING row of an earlier batch that changed
+    keys = changed.select(*KEY)
+    touched = old.join(F.broadcast(keys) if broadcast else keys, list(KEY), "left_semi")
+    queue_rows = apply_changes(
+        union_of([union_all(entries), touched]), changed, broadcast=broadcast
+    )
+    return BatchResult(
+        queue_rows=queue_rows,
+        journal=union_of(journals),
+        rejected=union_of(rejected),
+        copies=union_of(copies),
+        clock=clock,
+        positions=positions,
+        routed=inputs.messages,
+        rows_in=facts.rows - facts.own_copies,
+        routed_rows=facts.routed,
+        own_copies=facts.own_copies,
+        rounds=rounds,
+        created=created_moments(state.created, found),
+    )
+
+
+def apply_changes(rows: DataFrame, changed: DataFrame, *, broadcast: bool) -> DataFrame:
+    """Queue rows with the fold's changes applied (``changed``: KEY + CHANGED of the rows an
+    event changed, each key at most once).
+
+    :param broadcast: ``changed`` is small enough to send to every task, so ``rows``, the
+        wide side, is not shuffled.
+    """
+    new = changed.select(
+        *KEY, F.lit(True).alias("_changed"), *[F.col(c).alias(f"_new_{c}") for c in CHANGED]
+    )
+    joined = rows.join(F.broadcast(new) if broadcast else new, list(KEY), "left")
+    return joined.select(
+        *[
+            F.when(F.col("_changed"), F.col(f"_new_{c}")).otherwise(F.col(c)).alias(c)
+            if c in CHANGED
+            else F.col(c)
+            for c in QUEUE_ROW
+        ]
+    )
+
+
+def _no_such_message(events: DataFrame) -> DataFrame:
+    return rejected_events(
+        events.where(~F.col("_by_filter") & (F.col("_kind") != EXPIRE_KIND)), no_pending_message()
+    )

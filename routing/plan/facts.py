@@ -1,0 +1,65 @@
+"""The topology's facts as Spark values: moments of rows, which queues exist when, and
+one row per queue for the delivery fold. The facts themselves are
+:class:`routing.broker.topology.Topology`'s (pure Python)."""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    BooleanType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from routing.broker.topology import RANKS, Created, Topology, moment_of
+from routing.plan._columns import literal_map
+
+__all__ = ["QUEUE_FACTS", "exists_at", "moment", "queue_facts"]
+
+
+def moment(at: Column, rank: Column | int) -> Column:
+    """The moment of a row at ``at`` with ``rank``, as one comparable bigint
+    (:func:`routing.broker.topology.moment_of` for rows)."""
+    return F.unix_micros(at) * RANKS + (rank if isinstance(rank, Column) else F.lit(rank))
+
+
+def exists_at(
+    topology: Topology, name: Column, at: Column, rank: Column | int, created: Created
+) -> Column:
+    """The queue ``name`` exists for an event of ``rank`` at ``at``: declared, or
+    auto-created by then."""
+    declared = sorted(q.name for q in topology.queues.values() if q.auto_created is None)
+    exists = name.isin(*declared) if declared else F.lit(False)
+    made = {q.name: moment_of(created[q.name]) for q in topology.auto_queues if q.name in created}
+    if made:
+        since = literal_map(made, "bigint")[name]
+        exists = exists | F.coalesce(moment(at, rank) >= since, F.lit(False))
+    return exists
+
+
+def queue_facts(spark: SparkSession, topology: Topology, created: Created) -> DataFrame:
+    """One row per queue (:meth:`routing.broker.topology.Topology.queue_fact_rows`)."""
+    return spark.createDataFrame(topology.queue_fact_rows(created), QUEUE_FACTS)
+
+
+QUEUE_FACTS = StructType(
+    [
+        StructField("queue", StringType(), False),
+        StructField("queue_address", StringType(), False),
+        StructField("max_delivery_attempts", IntegerType(), False),
+        StructField("redelivery_delay", LongType(), False),
+        StructField("redelivery_delay_multiplier", DoubleType(), False),
+        StructField("max_redelivery_delay", LongType(), False),
+        StructField("dead_letter_address", StringType(), True),
+        StructField("dla_has_bindings", BooleanType(), False),
+        StructField("dla_bound_since", LongType(), True),
+        StructField("expiry_address", StringType(), True),
+        StructField("expiry_has_bindings", BooleanType(), False),
+        StructField("expiry_bound_since", LongType(), True),
+    ]
+)

@@ -1,0 +1,322 @@
+"""Input rows of a micro-batch: producer messages, deliveries, management rows.
+
+Every input row ends up routed, applied or rejected (SPEC §3.5): this module splits
+the rows read by :mod:`routing.io.lake_events` into the valid ones of each kind and
+``rejected`` rows with a reason. A row the job wrote itself (a copy, recognised by
+its id, SPEC §5.6) was routed when it was made and is skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from routing.broker.ids import COPY_ID_BASE
+from routing.plan import journal, schemas
+from routing.plan._columns import literal_map, union_of
+from routing.plan.deliveries import DELIVERY_KIND, MANAGEMENT_KIND
+from routing.plan.ids import copy_id
+from routing.plan.scratch import Scratch
+
+ROUTING_TYPES = ("ANYCAST", "MULTICAST")
+OUTCOMES = ("ACK", "ROLLBACK")
+OPS = ("MOVE", "RETRY", "SEND_TO_DLA")
+
+
+@dataclass
+class Inputs:
+    messages: DataFrame  # message rows + _hops, _dla_hint, _source, _rank
+    deliveries: DataFrame  # fold events (routing.plan.deliveries.EVENT_COLUMNS)
+    by_id: DataFrame  # management rows naming a message: fold events
+    by_filter: DataFrame  # management rows naming a filter: expanded later
+    rejected: DataFrame
+
+
+def _first(*checks: tuple[Column, Column | str]) -> Column:
+    """The first failing check's reason (null when every check passes)."""
+    out = F.lit(None).cast("string")
+    for failed, reason in reversed(checks):
+        out = F.when(failed, reason if isinstance(reason, Column) else F.lit(reason)).otherwise(out)
+    return out
+
+
+def _null(name: str) -> tuple[Column, str]:
+    return F.col(name).isNull(), f"{name} is null"
+
+
+def _quoted(name: str) -> Column:
+    return F.concat(F.lit("'"), F.col(name), F.lit("'"))
+
+
+def own_copy() -> Column:
+    """True for a row the job wrote: its id is the copy id of the hop its breadcrumbs name."""
+    props = F.col("properties")
+    parent = props.getItem("_AMQ_ORIG_MESSAGE_ID")
+    expected = copy_id(
+        parent.try_cast("long"),
+        F.col("copy_reason"),
+        props.getItem("_AMQ_ORIG_QUEUE"),
+        F.col("address"),
+        F.col("to_queue"),
+    )
+    return F.coalesce(
+        F.col("copy_reason").isNotNull() & (F.col("message_id") == expected), F.lit(False)
+    )
+
+
+def order_columns() -> list[Column]:
+    return [
+        F.col("source").alias("_o_source"),
+        F.col("version").alias("_o_version"),
+        F.col("file").alias("_o_file"),
+        F.col("row").alias("_o_row"),
+    ]
+
+
+def classify(
+    events: DataFrame,
+    queues: Iterable[str],
+    scratch: Scratch,
+    taken: DataFrame | None = None,
+    exists: Callable[[Column, Column, Column], Column] | None = None,
+) -> DataFrame:
+    """Every input row with ``_reason`` (why it is rejected, null if valid), ``_own`` (the
+    job's own copy read back) and ``_row`` (its JSON for ``rejected``), checkpointed.
+
+    ``taken`` holds the producer ids earlier batches accepted (``message_id``): a row
+    reusing one is a duplicate. Management filters are checked afterwards
+    (:func:`split`): which ones parse is known only once the batch's filters are read.
+    ``exists(name, at, rank)`` says whether a queue exists for a row at ``at`` of
+    ``rank`` (deliveries, then management rows, SPEC §5.4): an auto-created queue only
+    does once created (:func:`routing.plan.facts.exists_at`); without ``exists``,
+    every queue of ``queues`` always does.
+    """
+    known = sorted(set(queues))
+    if exists is None:
+
+        def exists(name: Column, _at: Column, _rank: Column) -> Column:
+            return name.isin(*known)
+
+    is_message = F.col("source").startswith("addresses/")
+    is_delivery = F.col("source") == "deliveries"
+    rank = F.when(is_delivery, F.lit(DELIVERY_KIND)).otherwise(F.lit(MANAGEMENT_KIND))
+    queue_known = exists(F.col("queue"), F.col("at"), rank)
+    to_queue_known = exists(F.col("to_queue"), F.col("at"), rank)
+    rejected = F.col("_reason").isNotNull()
+    classified = (
+        events.withColumn("_source", F.col("source"))
+        .withColumn("_own", is_message & own_copy())
+        .withColumn(
+            "_reason",
+            F.when(is_message & ~F.col("_own"), _message_reason())
+            .when(is_delivery, _delivery_reason(queue_known))
+            .when(~is_message, _management_reason(queue_known, to_queue_known)),
+        )
+        .transform(lambda rows: _reject_duplicates(rows, taken))
+        .withColumn(
+            "_row",
+            F.coalesce(
+                F.col("raw"),
+                # only a row rejected here reads its JSON (one rejected later, when it meets
+                # the queue state, is written by deliveries.event_row); a management row's
+                # filter is checked afterwards (split), so its JSON is always made
+                F.when(is_message, F.when(rejected, journal.message_json()))
+                .when(is_delivery, F.when(rejected, _json(schemas.DELIVERY)))
+                .otherwise(_json(schemas.MANAGEMENT)),
+            ),
+        )
+    )
+    return scratch.keep(classified)
+
+
+def split(classified: DataFrame, bad_filters: Mapping[str, str]) -> Inputs:
+    """The valid rows of each kind, and the rejected ones (cheap selections)."""
+    is_message = F.col("source").startswith("addresses/")
+    is_management = F.col("source") == "management"
+    bad_filter = literal_map(bad_filters)[F.col("filter")]
+    reason = F.coalesce(
+        F.col("_reason"),
+        F.when(
+            is_management & bad_filter.isNotNull(),
+            F.concat(F.lit("filter does not parse: "), bad_filter),
+        ),
+    )
+    rows = classified.withColumn("_reason", reason)
+    valid = F.col("_reason").isNull() & ~F.col("_own")
+    messages = rows.where(is_message & valid).select(
+        *schemas.MESSAGE.names,
+        F.lit(0).alias("_hops"),
+        F.lit(False).alias("_dla_hint"),
+        "_source",
+        F.lit(0).alias("_rank"),
+    )
+    rejected = journal.rejected_rows(
+        rows.where(F.col("_reason").isNotNull()),
+        source=F.col("source"),
+        row=F.col("_row"),
+        reason=F.col("_reason"),
+        at=F.coalesce("sent_at", "at"),
+    )
+    management = rows.where(is_management & valid)
+    return Inputs(
+        messages=messages,
+        deliveries=_events(rows.where((F.col("source") == "deliveries") & valid), DELIVERY_KIND),
+        by_id=_events(management.where(F.col("message_id").isNotNull()), MANAGEMENT_KIND),
+        by_filter=management.where(F.col("message_id").isNull()).select(
+            "op",
+            "queue",
+            "filter",
+            F.col("to_queue").alias("_to_queue"),
+            "at",
+            *order_columns(),
+        ),
+        rejected=rejected,
+    )
+
+
+def _json(schema) -> Column:
+    return F.to_json(F.struct(*[F.col(c) for c in schema.names]))
+
+
+def _message_reason() -> Column:
+    return _first(
+        (F.col("error").isNotNull(), F.col("error")),
+        _null("message_id"),
+        _null("address"),
+        _null("sent_at"),
+        (F.col("copy_reason").isNotNull(), "copy_reason is set: a producer's row leaves it null"),
+        (F.col("to_queue").isNotNull(), "to_queue is set: only MOVE and RETRY copies carry it"),
+        (
+            (F.col("message_id") < 0) | (F.col("message_id") >= COPY_ID_BASE),
+            F.concat(
+                F.lit("message_id "),
+                F.col("message_id").cast("string"),
+                F.lit(f" is outside [0, 2^62): ids from {COPY_ID_BASE} up are the broker's copies"),
+            ),
+        ),
+        (
+            F.col("routing_type").isNotNull() & ~F.col("routing_type").isin(*ROUTING_TYPES),
+            F.concat(
+                F.lit("unknown routing_type "),
+                _quoted("routing_type"),
+                F.lit("; expected ANYCAST, MULTICAST or null"),
+            ),
+        ),
+        (
+            F.col("priority").isNotNull() & ~F.col("priority").between(0, 9),
+            F.concat(F.lit("priority "), F.col("priority").cast("string"), F.lit(" is not in 0-9")),
+        ),
+    )
+
+
+def _delivery_reason(queue_known: Column) -> Column:
+    return _first(
+        (F.col("error").isNotNull(), F.col("error")),
+        _null("queue"),
+        _null("message_id"),
+        _null("outcome"),
+        _null("at"),
+        (
+            ~F.col("outcome").isin(*OUTCOMES),
+            F.concat(
+                F.lit("unknown outcome "), _quoted("outcome"), F.lit("; expected ACK or ROLLBACK")
+            ),
+        ),
+        (~queue_known, F.concat(F.lit("unknown queue "), _quoted("queue"))),
+    )
+
+
+def _management_reason(queue_known: Column, to_queue_known: Column) -> Column:
+    return _first(
+        (F.col("error").isNotNull(), F.col("error")),
+        _null("op"),
+        _null("queue"),
+        _null("at"),
+        (
+            ~F.col("op").isin(*OPS),
+            F.concat(
+                F.lit("unknown op "), _quoted("op"), F.lit("; expected MOVE, RETRY or SEND_TO_DLA")
+            ),
+        ),
+        (~queue_known, F.concat(F.lit("unknown queue "), _quoted("queue"))),
+        ((F.col("op") == "MOVE") & F.col("to_queue").isNull(), "MOVE needs to_queue"),
+        (
+            (F.col("op") == "MOVE") & ~to_queue_known,
+            F.concat(F.lit("to_queue "), _quoted("to_queue"), F.lit(" does not exist")),
+        ),
+        ((F.col("op") != "MOVE") & F.col("to_queue").isNotNull(), "to_queue is only for MOVE"),
+        (
+            F.col("message_id").isNotNull() & F.col("filter").isNotNull(),
+            "give message_id or filter, not both",
+        ),
+    )
+
+
+def _reject_duplicates(rows: DataFrame, taken: DataFrame | None = None) -> DataFrame:
+    """A producer id is used once in the lake (SPEC §3.1): a row reusing an id an earlier
+    batch accepted is rejected, and so are the later rows (in input order) of an id used
+    twice in this batch.
+
+    Found on the ids alone (an aggregate, and a semi-join with ``taken``); the few ids
+    found are broadcast back to the rows, which are never shuffled for this.
+    """
+    candidate = (
+        F.col("source").startswith("addresses/") & F.col("_reason").isNull() & ~F.col("_own")
+    )
+    order = F.struct("source", "version", "file", "row")
+    ids = rows.where(candidate).select("message_id", order.alias("_order"))
+    found = [
+        ids.groupBy("message_id")
+        .agg(F.min("_order").alias("_first"), F.count(F.lit(1)).alias("_uses"))
+        .where(F.col("_uses") > 1)
+        .select("message_id", "_first", F.lit(False).alias("_taken"))
+    ]
+    if taken is not None:
+        found.append(
+            ids.select("message_id")
+            .join(taken, "message_id", "left_semi")
+            .distinct()
+            .select(
+                "message_id",
+                F.lit(None).cast(ids.schema["_order"].dataType).alias("_first"),
+                F.lit(True).alias("_taken"),
+            )
+        )
+    clashes = (
+        union_of(found)
+        .groupBy("message_id")
+        .agg(F.min("_first").alias("_first"), F.max("_taken").alias("_taken"))
+    )
+    duplicate = candidate & (
+        F.coalesce(F.col("_taken"), F.lit(False))
+        | (F.col("_first").isNotNull() & (order != F.col("_first")))
+    )
+    return (
+        rows.join(F.broadcast(clashes), "message_id", "left")
+        .withColumn(
+            "_reason",
+            F.when(
+                duplicate,
+                F.concat(F.lit("duplicate message_id "), F.col("message_id").cast("string")),
+            ).otherwise(F.col("_reason")),
+        )
+        .drop("_first", "_taken")
+    )
+
+
+def _events(rows: DataFrame, kind: int) -> DataFrame:
+    """Valid delivery or management rows as fold events."""
+    return rows.select(
+        "queue",
+        "message_id",
+        "at",
+        F.lit(kind).alias("_kind"),
+        "outcome",
+        "op",
+        F.col("to_queue").alias("_to_queue"),
+        F.lit(False).alias("_by_filter"),
+        *order_columns(),
+    )

@@ -1,0 +1,591 @@
+"""Routing message rows: diverts, then the queues bound to the address (SPEC §5.2).
+
+For each row entering an address (Artemis ``BindingsImpl.route``):
+
+1. its expiry settings apply (:mod:`routing.plan.expiry`);
+2. every matching exclusive divert fires; if any did, the row goes nowhere else;
+3. otherwise every matching non-exclusive divert fires (diverts sharing a
+   routing-name take turns, :mod:`routing.plan.turns`), and the row goes to every
+   matching MULTICAST queue and to one ANYCAST queue (turns again), each only if
+   the queue's filter matches and its kind matches the row's routing type (null
+   matches both);
+4. a MOVE/RETRY copy (``to_queue`` set) goes to that queue only;
+5. a row that reached no queue and fired no divert is dropped (``NO_ROUTE``) or,
+   with ``send-to-dla-on-no-route``, copied to the dead-letter address once (a copy
+   that finds no route there is dropped: Artemis's ``sendToDLAHint``).
+
+Divert and dead-letter copies are routed in further passes until none is left; a
+copy that would be the 65th divert hop is not made and the row is rejected.
+
+An auto-created queue is a binding only from its creation (``created``, SPEC §5.4 and
+docs/DESIGN.md): a row whose moment (``sent_at``, then ``_rank``: producer rows and
+the copies routing makes of them first, then the copies of expiries, deliveries,
+management rows) is earlier does not enter it, and does not count it as a route.
+
+Internal columns carried with the rows: ``_hops`` (divert hops so far),
+``_dla_hint`` (a send-to-dla-on-no-route copy), ``_source`` (the table the row is
+in, for ``rejected``), and with auto-created queues ``_rank`` (the row's rank at its
+instant).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from routing.broker.config import DivertConfig
+from routing.broker.layout import address_source
+from routing.broker.topology import (
+    ANYCAST,
+    MESSAGE_RANK,
+    MULTICAST,
+    Created,
+    Topology,
+    moment_of,
+)
+from routing.plan import journal, schemas
+from routing.plan._columns import (
+    case_of,
+    chosen_values,
+    empty_array,
+    literal_map,
+    union_of,
+)
+from routing.plan.copies import DEAD_LETTER, DIVERT, make_copies
+from routing.plan.expiry import expiration_by_address, has_expiry_settings
+from routing.plan.facts import moment
+from routing.plan.filters import matches
+from routing.plan.ids import copy_id
+from routing.plan.scratch import Scratch
+from routing.plan.turns import take_turns
+
+MAX_HOPS = 64
+CHUNK = 8  # passes routed lazily between emptiness checks when the copy graph has a cycle
+INTERNAL = ("_hops", "_dla_hint", "_source")
+QUEUE_ROW = schemas.QUEUE_MESSAGE.names
+
+
+@dataclass(frozen=True)
+class TurnGroup:
+    """Bindings of one address taking turns: the anycast queues, or diverts sharing a name."""
+
+    key: str
+    address: str
+    members: tuple[str, ...]
+    filters: tuple[str | None, ...]
+    anycast: bool
+
+
+@dataclass
+class Routed:
+    """What routing some rows produced (all passes)."""
+
+    positions: DataFrame  # round-robin positions after these rows (turns.POSITIONS)
+    entries: list[DataFrame] = field(default_factory=list)  # new queue rows (QUEUE_ROW)
+    journal: list[DataFrame] = field(default_factory=list)
+    rejected: list[DataFrame] = field(default_factory=list)
+    copies: list[DataFrame] = field(default_factory=list)  # rows to append to address tables
+    passes: int = 0
+
+
+class Router:
+    """Routing compiled for one topology and the addresses in play (config + lake tables)."""
+
+    def __init__(self, topology: Topology, addresses: Iterable[str] = ()) -> None:
+        self.topology = topology
+        self.addresses = sorted(set(addresses) | set(topology.addresses))
+        self._auto = {q.name: i for i, q in enumerate(topology.auto_queues)}
+        self.groups = self._turn_groups()
+        self._by_key = {g.key: g for g in self.groups}
+        self.passes = self._passes_needed()
+        self.may_set_expiration = any(
+            has_expiry_settings(self.topology.settings(a))
+            and not self.topology.settings(a).no_expiry
+            for a in self.addresses
+        )
+
+    # ---- static structure -----------------------------------------------------------
+
+    def _turn_groups(self) -> list[TurnGroup]:
+        groups = []
+        for address in self.topology.routed_addresses:
+            anycast = [q for q in self.topology.queues_on(address) if q.routing_type == ANYCAST]
+            if len(anycast) >= 2:
+                groups.append(
+                    TurnGroup(
+                        f"anycast:{address}",
+                        address,
+                        tuple(q.name for q in anycast),
+                        tuple(q.filter for q in anycast),
+                        True,
+                    )
+                )
+            named: dict[str, list[DivertConfig]] = {}
+            for divert in self.topology.diverts_on(address):
+                if not divert.exclusive and divert.routing_name is not None:
+                    named.setdefault(divert.routing_name, []).append(divert)
+            for name, diverts in named.items():
+                if len(diverts) >= 2:
+                    groups.append(
+                        TurnGroup(
+                            f"divert:{address}:{name}",
+                            address,
+                            tuple(d.name for d in diverts),
+                            tuple(d.filter for d in diverts),
+                            False,
+                        )
+                    )
+        return groups
+
+    @cached_property
+    def _slots(self) -> dict[str, int]:
+        """Each turn group's slot: its index among the groups of its address. A row is at
+        one address and takes at most one turn a group, so its turns fit in the columns
+        :attr:`_turn_columns` (one per slot), not a map by group."""
+        taken: Counter[str] = Counter()
+        slots = {}
+        for group in self.groups:
+            slots[group.key] = taken[group.address]
+            taken[group.address] += 1
+        return slots
+
+    @cached_property
+    def _turn_columns(self) -> list[str]:
+        return [f"_turn_{slot}" for slot in range(max(self._slots.values(), default=-1) + 1)]
+
+    def _turn(self, group: TurnGroup) -> Column:
+        """The binding of ``group`` the row got (its index; null: no turn taken)."""
+        return F.col(self._turn_columns[self._slots[group.key]])
+
+    @cached_property
+    def _copy_edges(self) -> dict[str, set[str]]:
+        """The addresses a row at an address can be copied to in one pass: divert
+        forwarding addresses and the no-route dead-letter address."""
+        edges: dict[str, set[str]] = {}
+        for divert in self.topology.config.diverts:
+            edges.setdefault(divert.address, set()).update(divert.forwarding_addresses)
+        for address in self.addresses:
+            settings = self.topology.settings(address)
+            if settings.send_to_dla_on_no_route and settings.dead_letter_address:
+                edges.setdefault(address, set()).add(settings.dead_letter_address)
+        return edges
+
+    def _next_addresses(self, addresses: frozenset[str] | None) -> frozenset[str]:
+        """Where the copies made from rows at ``addresses`` (None: any address) are."""
+        sources = self._copy_edges if addresses is None else addresses
+        return frozenset(t for a in sources for t in self._copy_edges.get(a, ()))
+
+    def _passes_needed(self) -> int | None:
+        """Passes that route every copy routing can make, when the graph of divert and
+        no-route dead-letter edges between addresses has no cycle (else None)."""
+        edges = self._copy_edges
+        depth: dict[str, int] = {}
+        visiting: set[str] = set()
+
+        def longest(node: str) -> int | None:
+            if node in depth:
+                return depth[node]
+            if node in visiting:
+                return None
+            visiting.add(node)
+            best = 0
+            for target in edges.get(node, ()):
+                below = longest(target)
+                if below is None:
+                    return None
+                best = max(best, below + 1)
+            visiting.discard(node)
+            depth[node] = best
+            return best
+
+        deepest = 0
+        for node in edges:
+            found = longest(node)
+            if found is None:
+                return None
+            deepest = max(deepest, found)
+        return deepest + 1
+
+    @cached_property
+    def _group_widths(self) -> dict[str, int | None]:
+        """Turn groups for :func:`routing.plan.turns.take_turns`: the number of bindings of a
+        group whose bindings have no filter (a plain rotation), else None."""
+        return {
+            g.key: len(g.members) if all(f is None for f in g.filters) else None
+            for g in self.groups
+        }
+
+    def _in_group(self, divert: DivertConfig) -> TurnGroup | None:
+        if divert.exclusive or divert.routing_name is None:
+            return None
+        return self._by_key.get(f"divert:{divert.address}:{divert.routing_name}")
+
+    # ---- columns ------------------------------------------------------------------------
+    # Built once per router and reused by every pass of every batch: a topology's columns
+    # take thousands of py4j calls to build (Column objects are immutable, so sharing is safe).
+
+    @staticmethod
+    def _takes(kind: str) -> Column:
+        """The row's routing type allows a queue of ``kind`` (null matches both)."""
+        return F.col("routing_type").isNull() | (F.col("routing_type") == F.lit(kind))
+
+    @staticmethod
+    def _divert_struct(divert: DivertConfig) -> Column:
+        return F.struct(
+            F.lit(divert.name).alias("name"),
+            F.lit(divert.routing_type).alias("routing_type"),
+            F.array(*[F.lit(a) for a in divert.forwarding_addresses]).alias("forwarding"),
+        )
+
+    @cached_property
+    def _exclusive(self) -> Column:
+        """The row fires an exclusive divert (and so goes nowhere else on its address)."""
+        fired: dict[str, Column] = {}
+        for divert in self.topology.config.diverts:
+            if divert.exclusive:
+                this = matches(divert.filter)
+                fired[divert.address] = (
+                    fired[divert.address] | this if divert.address in fired else this
+                )
+        routed = F.col("to_queue").isNull()
+        return routed & case_of(F.col("address"), fired, F.lit(False)) if fired else F.lit(False)
+
+    @cached_property
+    def _fired(self) -> Column:
+        """The diverts a row fires: array of (name, routing_type, forwarding).
+
+        Every column here is a ``CASE`` on the row's address, so a row evaluates only the
+        filters of its own address's bindings.
+        """
+        by_address: dict[str, list[tuple[Column, Column]]] = {}
+        for divert in self.topology.config.diverts:
+            if divert.exclusive:
+                cond = matches(divert.filter)
+            elif (group := self._in_group(divert)) is not None:
+                chosen = self._turn(group) == group.members.index(divert.name)
+                cond = ~F.col("_exclusive") & chosen
+            else:
+                cond = ~F.col("_exclusive") & matches(divert.filter)
+            by_address.setdefault(divert.address, []).append((cond, self._divert_struct(divert)))
+        kind = "struct<name:string,routing_type:string,forwarding:array<string>>"
+        empty = empty_array(kind)
+        fired = {a: chosen_values(c, kind) for a, c in by_address.items()}
+        return F.when(F.col("to_queue").isNotNull(), empty).otherwise(
+            case_of(F.col("address"), fired, empty)
+        )
+
+    @cached_property
+    def _queues(self) -> Column:
+        """The queues a row enters."""
+        by_address: dict[str, Column] = {}
+        for address in self.topology.routed_addresses:
+            queues = self.topology.queues_on(address)
+            anycast = [q.name for q in queues if q.routing_type == ANYCAST]
+            choices = []
+            for queue in queues:
+                if queue.routing_type == MULTICAST:
+                    cond = self._takes(MULTICAST) & matches(queue.filter)
+                    if queue.name in self._auto:  # a binding once created (auto-created: multicast)
+                        since = F.col(self._since(queue.name))
+                        cond = cond & (moment(F.col("sent_at"), F.col("_rank")) >= since)
+                elif len(anycast) == 1:
+                    cond = self._takes(ANYCAST) & matches(queue.filter)
+                else:
+                    turn = self._turn(self._by_key[f"anycast:{address}"])
+                    cond = turn == anycast.index(queue.name)
+                choices.append((cond, F.lit(queue.name)))
+            by_address[address] = chosen_values(choices, "string")
+        empty = empty_array("string")
+        return (
+            F.when(F.col("to_queue").isNotNull(), F.array(F.col("to_queue")))
+            .when(F.col("_exclusive"), empty)
+            .otherwise(case_of(F.col("address"), by_address, empty))
+        )
+
+    def _since(self, queue: str) -> str:
+        """The column holding the moment auto-created ``queue`` was created (null: not yet)."""
+        return f"_since_{self._auto[queue]}"
+
+    def _creation_times(self, created: Created) -> dict[str, Column]:
+        """The :meth:`_since` columns. Literals: they change only when a queue is created, a
+        few times in a job's life, so the plans stay the same batch after batch."""
+        return {
+            self._since(name): F.lit(moment_of(created[name]) if name in created else None).cast(
+                "bigint"
+            )
+            for name in self._auto
+        }
+
+    @cached_property
+    def _turn_requests(self) -> Column:
+        """Per row, the turns it takes: array of (group, mask)."""
+        by_address: dict[str, list[tuple[Column, Column]]] = {}
+        for group in self.groups:
+            cond = self._takes(ANYCAST) if group.anycast else F.lit(True)
+            mask = F.array(*[matches(f) for f in group.filters])
+            request = F.struct(F.lit(group.key).alias("group"), mask.alias("mask"))
+            by_address.setdefault(group.address, []).append((cond, request))
+        kind = "struct<group:string,mask:array<boolean>>"
+        empty = empty_array(kind)
+        requests = {a: chosen_values(c, kind) for a, c in by_address.items()}
+        return F.when(F.col("to_queue").isNotNull() | F.col("_exclusive"), empty).otherwise(
+            case_of(F.col("address"), requests, empty)
+        )
+
+    @cached_property
+    def _no_route_dla(self) -> Column:
+        """Dead-letter address of rows with no route, where send-to-dla-on-no-route applies."""
+        dlas = {}
+        for address in self.addresses:
+            settings = self.topology.settings(address)
+            if settings.send_to_dla_on_no_route and settings.dead_letter_address:
+                dlas[address] = F.lit(settings.dead_letter_address)
+        return case_of(F.col("address"), dlas, F.lit(None).cast("string"))
+
+    @cached_property
+    def _sources(self) -> Column:
+        return literal_map({a: address_source(a) for a in self.addresses})
+
+    @cached_property
+    def _expiration(self) -> Column:
+        return expiration_by_address(self.addresses, self.topology.settings)
+
+    def source_of(self, address: Column) -> Column:
+        """The table (``addresses/<dir>``) of a copy's address: copies only go to known addresses."""
+        return self._sources[address]
+
+    # ---- passes -------------------------------------------------------------------------
+
+    def route(
+        self,
+        rows: DataFrame,
+        positions: DataFrame,
+        scratch: Scratch,
+        created: Created | None = None,
+    ) -> Routed:
+        """Route ``rows`` (message columns + :data:`INTERNAL`) and every copy they lead to.
+
+        Lazy: with no cycle in the copy graph exactly the passes needed are planned; with
+        one, passes are planned :data:`CHUNK` at a time until no copy is left (the hop
+        cut guarantees an end).
+
+        :param created: auto-created queue -> the moment it was created; one not in it
+            does not exist yet. With auto-created queues, rows carry ``_rank`` (their rank
+            at their instant, :data:`routing.broker.topology.RANKS`); rows without are producer
+            rows (rank 0).
+        """
+        result = Routed(positions=positions)
+        current = rows
+        since = self._creation_times(created or {})
+        if since and "_rank" not in current.columns:
+            current = current.withColumn("_rank", F.lit(MESSAGE_RANK))
+        at: frozenset[str] | None = None  # where this pass's rows can be (None: anywhere)
+        if self.passes is not None:
+            for number in range(self.passes):
+                last = number == self.passes - 1
+                current = self._pass(current, result, scratch, at, since, last=last)
+                at = self._next_addresses(at)
+            return result
+        while True:
+            for _ in range(CHUNK):
+                current = self._pass(current, result, scratch, at, since)
+                at = self._next_addresses(at)
+            if current.isEmpty():
+                return result
+
+    def _pass(
+        self,
+        rows: DataFrame,
+        result: Routed,
+        scratch: Scratch,
+        at: frozenset[str] | None = None,
+        since: Mapping[str, Column] | None = None,
+        *,
+        last: bool = False,
+    ) -> DataFrame:
+        """Route one generation of rows; return the copies they made (the next generation).
+
+        ``at``: the addresses the rows can be at (None: any), so a pass of copies at
+        addresses without turn groups skips the turns. ``since``: the columns saying when
+        each auto-created queue was created (:meth:`_creation_times`). ``last``: the copy
+        graph allows no further copy, so the (empty) result is not kept.
+        """
+        rows = rows.withColumn("expiration", self._expiration)
+        if since:
+            rows = rows.withColumns(dict(since))
+        rows = rows.withColumn("_exclusive", self._exclusive)
+        if any(at is None or g.address in at for g in self.groups):
+            rows = self._with_turns(rows, result, scratch)
+        else:
+            rows = rows.withColumns({c: F.lit(None).cast("int") for c in self._turn_columns})
+        decided = scratch.keep(
+            rows.withColumn("_fired", self._fired).withColumn("_queues", self._queues)
+        )
+
+        entries = (
+            decided.where(F.size("_queues") > 0)
+            .select(*schemas.MESSAGE.names, F.explode("_queues").alias("queue"))
+            .select(*self._entry)
+        )
+        result.entries.append(entries)
+        result.journal.append(entries.select(*self._journal[journal.ROUTED]))
+
+        diverting = decided.where(F.size("_fired") > 0)
+        cut = diverting.where(F.col("_hops") >= MAX_HOPS)
+        result.rejected.append(journal.rejected_rows(cut, **self._hop_cut))
+        divert_copies = (
+            diverting.where(F.col("_hops") < MAX_HOPS)
+            .select("*", F.explode("_fired").alias("_divert"))
+            .select("*", F.explode("_divert.forwarding").alias("_target"))
+            .transform(self._divert_copies)
+            .withColumn("_hops", F.col("_hops") + 1)
+            .withColumn("_dla_hint", F.lit(False))
+        )
+
+        no_route = decided.where(
+            F.col("to_queue").isNull()
+            & ~F.col("_exclusive")
+            & (F.size("_fired") == 0)
+            & (F.size("_queues") == 0)
+        ).withColumn("_dla", self._no_route_dla)
+        to_dla = no_route.where(F.col("_dla").isNotNull() & ~F.col("_dla_hint"))
+        dla_copies = (
+            to_dla.transform(self._dead_letter_copies)
+            .withColumn("_hops", F.col("_hops") + 1)
+            .withColumn("_dla_hint", F.lit(True))
+        )
+        result.journal.append(to_dla.select(*self._journal[journal.DEAD_LETTERED]))
+        dropped = no_route.where(F.col("_dla").isNull() | F.col("_dla_hint"))
+        result.journal.append(dropped.select(*self._journal[journal.DROPPED]))
+
+        internal = [*INTERNAL, "_rank"] if since else INTERNAL  # copies keep their row's rank
+        made = union_of(
+            [
+                divert_copies.select(*schemas.MESSAGE.names, *internal),
+                dla_copies.select(*schemas.MESSAGE.names, *internal),
+            ]
+        )
+        made = made.withColumn("_source", self.source_of(F.col("address")))
+        if not last:
+            made = scratch.keep(made)
+        result.copies.append(made.select(*schemas.MESSAGE.names))
+        return made
+
+    # ---- outputs: built once, selected by every pass of every batch ----------------------
+
+    @cached_property
+    def _entry(self) -> list[Column]:
+        """The PENDING queue row (QUEUE_ROW) of a row and one of the ``queue``s it enters."""
+        return [
+            *map(F.col, schemas.MESSAGE.names),
+            F.col("queue"),
+            F.lit("PENDING").alias("status"),
+            F.lit(0).alias("delivery_count"),
+            F.lit(None).cast("timestamp").alias("redeliver_at"),
+            F.col("sent_at").alias("routed_at"),
+            F.col("sent_at").alias("status_at"),
+        ]
+
+    @cached_property
+    def _journal(self) -> dict[str, list[Column]]:
+        """The journal row of a queue entry (ROUTED) and of a row with no route: copied to
+        the dead-letter address in ``_dla`` (DEAD_LETTERED) or DROPPED."""
+        no_route = {
+            "at": F.col("sent_at"),
+            "queue": F.lit(None),
+            "delivery_count": F.lit(0),
+        }
+        dead_letter_copy = copy_id(
+            F.col("message_id"),
+            F.lit(DEAD_LETTER),
+            F.lit(None).cast("string"),
+            F.col("_dla"),
+            F.lit(None).cast("string"),
+        )
+        return {
+            journal.ROUTED: journal.routed_columns(),
+            journal.DEAD_LETTERED: journal.journal_columns(
+                **no_route,
+                event=journal.DEAD_LETTERED,
+                details={
+                    "reason": F.lit(journal.NO_ROUTE),
+                    "to_address": F.col("_dla"),
+                    "copy_id": dead_letter_copy,
+                },
+            ),
+            journal.DROPPED: journal.journal_columns(
+                **no_route,
+                event=journal.DROPPED,
+                details={"reason": F.lit(journal.NO_ROUTE), "address": F.col("address")},
+            ),
+        }
+
+    @cached_property
+    def _hop_cut(self) -> dict[str, Column]:
+        """The ``rejected`` row of a row that would make a copy past :data:`MAX_HOPS`."""
+        return {
+            "source": F.col("_source"),
+            "row": journal.message_json(),
+            "reason": F.concat(
+                F.lit(f"divert chain longer than {MAX_HOPS} hops: not diverted from "),
+                F.col("address"),
+            ),
+            "at": F.col("sent_at"),
+        }
+
+    @cached_property
+    def _divert_copies(self) -> Callable[[DataFrame], DataFrame]:
+        """Rows with ``_divert`` (a fired divert) and ``_target`` (one of its addresses)
+        replaced by their copies."""
+        return make_copies(
+            F.lit(DIVERT),
+            F.col("_divert.name"),
+            F.col("_target"),
+            F.col("sent_at"),
+            routing_type=self._divert_routing_type,
+            keep_expiration=True,
+        )
+
+    @cached_property
+    def _dead_letter_copies(self) -> Callable[[DataFrame], DataFrame]:
+        """Rows with no route replaced by their copies to the dead-letter address ``_dla``."""
+        return make_copies(
+            F.lit(DEAD_LETTER), F.lit(None).cast("string"), F.col("_dla"), F.col("sent_at")
+        )
+
+    @cached_property
+    def _divert_routing_type(self) -> Column:
+        kind = F.col("_divert.routing_type")
+        return (
+            F.when(kind == F.lit("PASS"), F.col("routing_type"))
+            .when(kind.isin(ANYCAST, MULTICAST), kind)
+            .otherwise(F.lit(None).cast("string"))
+        )
+
+    def _with_turns(self, rows: DataFrame, result: Routed, scratch: Scratch) -> DataFrame:
+        rows = rows.withColumn("_requests", self._turn_requests)
+        requests = (
+            rows.where(F.size("_requests") > 0)
+            .select("sent_at", "message_id", F.explode("_requests").alias("_r"))
+            .select("_r.group", "sent_at", "message_id", "_r.mask")
+        )
+        turns, result.positions = take_turns(
+            requests, result.positions, scratch.keep, self._group_widths
+        )
+        taken = turns.where(F.col("chosen").isNotNull())
+        if len(self._turn_columns) == 1:  # one group an address: a row takes one turn at most
+            chosen = taken.select("message_id", F.col("chosen").alias(self._turn_columns[0]))
+        else:  # a cheap aggregate (no map): a group's chosen index in its slot's column
+            slot = literal_map(self._slots, "int")[F.col("group")]
+            chosen = taken.groupBy("message_id").agg(
+                *[
+                    F.max(F.when(slot == s, F.col("chosen"))).alias(c)
+                    for s, c in enumerate(self._turn_columns)
+                ]
+            )
+        return rows.drop("_requests").join(chosen, "message_id", "left")

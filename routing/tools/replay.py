@@ -1,0 +1,366 @@
+"""Historical message logs loaded into a lake (docs/REPLAY.md).
+
+A log is JSON Lines or Parquet, one record per line/row, each with a ``type``:
+
+- ``send``: ``address``, ``message_id``, ``sent_at`` and the optional message
+  columns of SPEC §3.1 (``routing_type``, ``expiration``, ``priority``,
+  ``durable``, ``user_id``, ``properties``, ``body`` as text or ``body_base64``);
+- ``delivery``: ``queue``, ``message_id``, ``outcome``, ``at``;
+- ``management``: ``op``, ``queue``, ``message_id``, ``filter``, ``to_queue``, ``at``.
+
+Times in JSON are ISO-8601 strings with a zone (``2026-01-01T00:00:00Z``); a time
+without one is refused, as the lake's timestamps are UTC instants. A line that
+is not a valid record goes to ``rejected/`` with its file and line number; the
+job then validates the rows the way it validates any input.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    BinaryType,
+    IntegralType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+    VariantType,
+)
+
+from routing.broker import layout
+from routing.broker.layout import address_source
+from routing.io.lake import Lake
+from routing.io.storage import TABLE, append_tables
+from routing.plan import schemas
+from routing.plan._columns import literal_map, tagged_union
+
+KINDS = ("send", "delivery", "management")
+ZONED = r"(Z|z|[+-]\d\d(:?\d\d)?)$"
+
+RECORD = StructType(
+    [
+        StructField("type", StringType()),
+        StructField("address", StringType()),
+        StructField("message_id", StringType()),
+        StructField("sent_at", StringType()),
+        StructField("routing_type", StringType()),
+        StructField("expiration", StringType()),
+        StructField("priority", StringType()),
+        StructField("durable", StringType()),
+        StructField("user_id", StringType()),
+        StructField("properties", MapType(StringType(), StringType())),
+        StructField("body", StringType()),
+        StructField("body_base64", StringType()),
+        StructField("queue", StringType()),
+        StructField("outcome", StringType()),
+        StructField("op", StringType()),
+        StructField("filter", StringType()),
+        StructField("to_queue", StringType()),
+        StructField("at", StringType()),
+    ]
+)
+"""A log record with every scalar as text: converted and checked by :func:`load`."""
+
+JSON_RECORD = StructType(
+    [StructField(f.name, VariantType()) if f.name == "properties" else f for f in RECORD.fields]
+)
+""":data:`RECORD` as JSON Lines are parsed: ``properties`` kept whole, to check its kind."""
+
+TIMES = ("sent_at", "expiration", "at")
+NUMBERS = {"message_id": "long", "priority": "int"}
+TYPED = dict.fromkeys(TIMES, "timestamp") | NUMBERS
+"""Fields a log may carry typed rather than as text, and their Spark types."""
+MESSAGE_TYPES = {f.name: f.dataType for f in schemas.spark_schema(schemas.MESSAGE).fields}
+_POSITION = (1 << 33) - 1  # monotonically_increasing_id: partition id << 33 | position
+
+
+@dataclass
+class Loaded:
+    records: DataFrame  # valid records (typed columns + kind)
+    rejected: DataFrame  # rejected lines (the rejected table's columns)
+
+
+def _json_records(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
+    """Records of JSON Lines logs with their file and 1-based line number.
+
+    Text splits never span files, so a line's number is the lines of the earlier
+    splits of its file plus its position in its split.
+    """
+    lines = spark.read.text(list(paths)).select(
+        F.col("value").alias("raw"),
+        F.col("_metadata.file_path").alias("file"),
+        F.spark_partition_id().alias("_split"),
+        F.monotonically_increasing_id().alias("_id"),
+    )
+    counts = sorted(
+        (r.file, r._split, r["count"]) for r in lines.groupBy("file", "_split").count().collect()
+    )
+    offsets: dict[str, int] = {}
+    seen: dict[str, int] = {}
+    for file, split, count in counts:
+        offsets[f"{file}|{split}"] = seen.get(file, 0)
+        seen[file] = seen.get(file, 0) + count
+    start = literal_map(offsets, "long")[F.concat_ws("|", "file", F.col("_split").cast("string"))]
+    numbered = lines.withColumn("number", start + F.col("_id").bitwiseAND(F.lit(_POSITION)) + 1)
+    parsed = numbered.where(F.trim("raw") != "").withColumn("r", F.from_json("raw", JSON_RECORD))
+    properties = F.col("r.properties")
+    as_map = F.try_variant_get(properties, "$", "map<string,variant>")
+    strings = (
+        properties.isNull()
+        | F.is_variant_null(properties)
+        | (
+            as_map.isNotNull()
+            & F.forall(
+                F.map_values(as_map),
+                lambda v: F.is_variant_null(v) | (F.schema_of_variant(v) == "STRING"),
+            )
+        )
+    )
+    fields = {f.name: F.col(f"r.{f.name}") for f in RECORD.fields}
+    fields["properties"] = F.try_variant_get(properties, "$", "map<string,string>")
+    return parsed.select(
+        "file",
+        "number",
+        "raw",
+        F.when(
+            F.try_parse_json("raw").isNull() | ~F.trim("raw").startswith("{"),
+            F.lit("not a JSON object"),
+        )
+        .when(~strings, F.lit("properties is not a map of strings"))
+        .alias("_parse"),
+        *[column.alias(name) for name, column in fields.items()],
+    )
+
+
+def _parquet_records(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
+    """Records of Parquet logs; ``body`` may be binary (then it is carried as base64).
+
+    Columns that already have their type (UTC timestamps, integers) are carried as they
+    are, in ``_typed_<name>``, rather than written out as text and parsed back; the
+    original columns are kept in ``_log_<name>`` so that a rejected record's ``raw`` JSON
+    is only built for the records that are rejected (:func:`checked`).
+    """
+    rows = spark.read.parquet(*paths)
+    schema = {f.name: f.dataType for f in rows.schema.fields}
+
+    def typed(name: str) -> bool:
+        kind = schema.get(name)
+        if name in TIMES:
+            return isinstance(kind, TimestampType)
+        return name in NUMBERS and isinstance(kind, IntegralType)
+
+    def text(name: str) -> Column:
+        if name not in schema or typed(name):
+            return F.lit(None).cast("string")
+        return F.col(name).cast("string")
+
+    binary_body = isinstance(schema.get("body"), BinaryType)
+    columns = {f.name: text(f.name) for f in RECORD.fields}
+    columns["properties"] = (
+        F.col("properties")
+        if "properties" in schema
+        else F.lit(None).cast(RECORD["properties"].dataType)
+    )
+    if binary_body:
+        columns["body"] = F.lit(None).cast("string")
+        columns["body_base64"] = F.coalesce(text("body_base64"), F.base64("body"))
+    return rows.select(
+        F.col("_metadata.file_path").alias("file"),
+        (F.col("_metadata.row_index") + 1).alias("number"),
+        F.lit(None).cast("string").alias("raw"),
+        F.lit(None).cast("string").alias("_parse"),
+        *[v.alias(k) for k, v in columns.items()],
+        *[F.col(n).cast(TYPED[n]).alias(f"_typed_{n}") for n in schema if typed(n)],
+        *[F.col(c).alias(f"_log_{c}") for c in rows.columns],
+    )
+
+
+def _time(name: str, columns: Sequence[str]) -> tuple[Column, Column]:
+    """(timestamp, reason) of a time field given as text, or already typed."""
+    text = F.col(name)
+    parsed = F.try_to_timestamp(text)
+    reason = F.when(
+        text.isNotNull() & ~text.rlike(ZONED),
+        F.concat(F.lit(f"{name} "), F.to_json(F.array(text)), F.lit(" has no time zone")),
+    ).when(
+        text.isNotNull() & parsed.isNull(), F.concat(F.lit(f"{name} is not a timestamp: "), text)
+    )
+    return _or_typed(name, columns, parsed), reason
+
+
+def _number(name: str, columns: Sequence[str]) -> tuple[Column, Column]:
+    value = F.col(name).try_cast(TYPED[name])
+    reason = F.when(
+        F.col(name).isNotNull() & value.isNull(),
+        F.concat(F.lit(f"{name} is not an integer: "), F.col(name)),
+    )
+    return _or_typed(name, columns, value), reason
+
+
+def _or_typed(name: str, columns: Sequence[str], from_text: Column) -> Column:
+    """The field's typed value if a log carried it typed (then its text is null)."""
+    typed = f"_typed_{name}"
+    return F.coalesce(F.col(typed), from_text) if typed in columns else from_text
+
+
+def _absent(name: str, columns: Sequence[str]) -> Column:
+    """The field is not in the record (as text or typed)."""
+    typed = f"_typed_{name}"
+    missing = F.col(name).isNull()
+    return missing & F.col(typed).isNull() if typed in columns else missing
+
+
+def _raw(columns: Sequence[str], rejected: Column) -> Column:
+    """A record's JSON for ``rejected.row``: a JSON line as it is; a Parquet row's columns,
+    only for the rows that are rejected (the others never need it)."""
+    log = [c for c in columns if c.startswith("_log_")]
+    if not log:
+        return F.col("raw")
+    parquet = F.to_json(F.struct(*[F.col(c).alias(c[len("_log_") :]) for c in log]))
+    return F.coalesce(F.col("raw"), F.when(rejected, parquet))
+
+
+def load(spark: SparkSession, paths: Sequence[str]) -> Loaded:
+    """Read the logs; valid records typed, bad lines as ``rejected`` rows."""
+    return split(checked(spark, paths))
+
+
+def checked(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
+    """Every record typed, with ``_reason`` (null when the record is valid)."""
+    parquet = [p for p in paths if Path(p).suffix.lower() in (".parquet", ".pq")]
+    jsonl = [p for p in paths if p not in parquet]
+    frames = ([_json_records(spark, jsonl)] if jsonl else []) + (
+        [_parquet_records(spark, parquet)] if parquet else []
+    )
+    records = (
+        frames[0]
+        if len(frames) == 1
+        else frames[0].unionByName(frames[1], allowMissingColumns=True)
+    )
+    columns = records.columns
+    sent_at, sent_reason = _time("sent_at", columns)
+    expiration, expiration_reason = _time("expiration", columns)
+    at, at_reason = _time("at", columns)
+    message_id, id_reason = _number("message_id", columns)
+    priority, priority_reason = _number("priority", columns)
+
+    durable = F.lower("durable")
+    kind = F.col("type")
+    required = {
+        "send": ("address", "message_id", "sent_at"),
+        "delivery": ("queue", "message_id", "outcome", "at"),
+        "management": ("op", "queue", "at"),
+    }
+    missing = F.lit(None).cast("string")
+    for name, fields in reversed(required.items()):
+        for field in reversed(fields):
+            missing = F.when(
+                (kind == name) & _absent(field, columns),
+                F.lit(f"{name} record without {field}"),
+            ).otherwise(missing)
+    reason = F.coalesce(
+        F.col("_parse"),
+        F.when(
+            kind.isNull() | ~kind.isin(*KINDS),
+            F.concat(F.lit("unknown type "), F.to_json(F.array(kind))),
+        ),
+        missing,
+        id_reason,
+        sent_reason,
+        expiration_reason,
+        at_reason,
+        priority_reason,
+        F.when(
+            F.col("durable").isNotNull() & ~durable.isin("true", "false"),
+            F.lit("durable is not true or false"),
+        ),
+        F.when(
+            F.col("body_base64").isNotNull()
+            & F.try_to_binary("body_base64", F.lit("base64")).isNull(),
+            F.lit("body_base64 is not base64"),
+        ),
+    )
+    typed = records.select(
+        "file",
+        "number",
+        _raw(columns, reason.isNotNull()).alias("raw"),
+        reason.alias("_reason"),
+        kind.alias("kind"),
+        "address",
+        message_id.alias("message_id"),
+        sent_at.alias("sent_at"),
+        "routing_type",
+        expiration.alias("expiration"),
+        priority.alias("priority"),
+        (durable == "true").alias("durable"),
+        "user_id",
+        "properties",
+        F.coalesce(
+            F.try_to_binary("body_base64", F.lit("base64")), F.encode("body", "UTF-8")
+        ).alias("body"),
+        "queue",
+        "outcome",
+        "op",
+        "filter",
+        "to_queue",
+        at.alias("at"),
+    )
+    return typed
+
+
+def split(typed: DataFrame) -> Loaded:
+    """Valid records and rejected rows of :func:`checked` records."""
+    rejected = typed.where(F.col("_reason").isNotNull()).select(
+        F.concat(F.lit("log:"), F.regexp_replace("file", "^file:(//)?", "")).alias("source"),
+        F.col("raw").alias("row"),
+        F.concat(
+            F.lit("line "), F.col("number").cast("string"), F.lit(": "), F.col("_reason")
+        ).alias("reason"),
+        F.coalesce("sent_at", "at").alias(
+            "at"
+        ),  # the line's own time if it has one: replays stay identical
+    )
+    return Loaded(typed.where(F.col("_reason").isNull()).drop("_reason"), rejected)
+
+
+def lake_rows(loaded: Loaded, addresses: Sequence[str]) -> DataFrame:
+    """Every row to write, tagged ``_table`` with its table (one write job for all)."""
+    sources = literal_map({a: address_source(a) for a in addresses})
+    messages = loaded.records.where(F.col("kind") == "send").select(
+        *[
+            F.col(c) if c in loaded.records.columns else F.lit(None).cast(MESSAGE_TYPES[c]).alias(c)
+            for c in schemas.MESSAGE.names
+        ],
+        sources[F.col("address")].alias(TABLE),
+    )
+    deliveries = loaded.records.where(F.col("kind") == "delivery").select(
+        *schemas.DELIVERY.names, F.lit(layout.DELIVERIES).alias(TABLE)
+    )
+    management = loaded.records.where(F.col("kind") == "management").select(
+        *schemas.MANAGEMENT.names, F.lit(layout.MANAGEMENT).alias(TABLE)
+    )
+    rejected = loaded.rejected.withColumn(TABLE, F.lit(layout.REJECTED))
+    return tagged_union([messages, deliveries, management, rejected])
+
+
+def write(lake: Lake, rows: DataFrame, paths: Sequence[str]) -> None:
+    """Append the rows to the lake, one commit per table; loading the same logs again is a no-op
+    (each table's commit is the app transaction of the logs' content)."""
+    append_tables(rows, lake, app_id=f"jobs.replay:{logs_id(paths)}", txn_version=0)
+
+
+def logs_id(paths: Sequence[str]) -> str:
+    """Identifies a set of logs by their content, so reloading them is recognised."""
+    digest = hashlib.sha256()
+    for path in sorted(paths):
+        with open(path, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.hexdigest()[:32]
