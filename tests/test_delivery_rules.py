@@ -585,6 +585,12 @@ def test_one_batch_or_one_event_per_batch_gives_the_same_tables(spark, tmp_path)
     )
     assert not rows(whole.rejected)
 
+    assert_same_tables(spark, single, whole, {"orders", "taps", "DLA", "EXP"})
+
+
+def assert_same_tables(spark, single: Lake, whole: Lake, addresses: set[str]) -> None:
+    """The two lakes hold the same rows in every job table and every address table, and
+    their address tables are those of ``addresses``."""
     for name, keys in TABLE_KEYS.items():
         one, other = table_frame(spark, single.table(name)), table_frame(spark, whole.table(name))
         assert (one is None) == (other is None), name
@@ -592,7 +598,7 @@ def test_one_batch_or_one_event_per_batch_gives_the_same_tables(spark, tmp_path)
             assert_rows_equal(one, other, order_by=keys)
     sources = whole.address_sources()
     assert single.address_sources() == sources
-    assert {address_of_source(s) for s in sources} == {"orders", "taps", "DLA", "EXP"}
+    assert {address_of_source(s) for s in sources} == addresses
     for source in sources:
         assert_rows_equal(
             table_frame(spark, single.table(source)),
