@@ -20,30 +20,26 @@ micro-batch (the creation moments carried in the job state) and compares every t
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pyspark.sql import functions as F
 
-from jobs import route
 from routing.broker.ids import copy_id_py
 from routing.broker.state import JobState
 from routing.io.lake import Lake
 from routing.io.storage import DeltaStorage
-from routing.plan import schemas
 from routing.plan.engine import run_batch
 from routing.plan.router import Router
 from routing.plan.scratch import Scratch
-from tests.lakeio import append, at, rows
-from tests.test_delivery_rules import STATE, STATE_DDL, assert_same_tables, state
+from tests.lakeio import at, rows
+from tests.test_delivery_rules import STATE, STATE_DDL, assert_same_tables, route_events, state
 from tests.test_routing_rules import (
     DEAD_LETTER,
     EXPIRY,
     assert_rows,
     batch_events,
-    broker,
     delivery,
     message,
     no_pending,
@@ -303,23 +299,7 @@ JOB_EVENTS: list[tuple[str, dict[str, Any]]] = [
 def run_job(workdir: Path, spark, *options: str) -> tuple[Lake, int]:
     """The job over a fresh lake holding JOB_EVENTS, one commit per event; returns the
     lake and the number of micro-batches."""
-    workdir.mkdir()
-    lake = Lake.at(workdir / "lake")
-    conf = workdir / "broker.xml"
-    conf.write_text(broker(XML))
-    for table, row in JOB_EVENTS:
-        if table == "messages":
-            append(lake.address_table(row["address"]), [row], schemas.MESSAGE)
-        elif table == "deliveries":
-            append(lake.deliveries, [row], schemas.DELIVERY)
-        else:
-            append(lake.management, [row], schemas.MANAGEMENT)
-    out, err = io.StringIO(), io.StringIO()
-    argv = ["--conf", str(conf), "--lake", lake.root, "--available-now", *options]
-    status = route.main(argv, spark=spark, out=out, err=err)
-    assert status == 0, err.getvalue()
-    batches = sum(line.startswith("batch ") for line in out.getvalue().splitlines())
-    return lake, batches
+    return route_events(workdir, spark, XML, JOB_EVENTS, *options)
 
 
 def test_one_batch_or_one_event_per_batch_gives_the_same_tables(spark, tmp_path):

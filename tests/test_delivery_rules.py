@@ -531,17 +531,26 @@ TABLE_KEYS = {
 def run_job(workdir: Path, spark, *options: str) -> tuple[Lake, int]:
     """The job over a fresh lake holding SAME_EVENTS, one commit per event; returns the lake
     and the number of micro-batches."""
+    return route_events(workdir, spark, SAME_XML, SAME_EVENTS, *options)
+
+
+def route_events(
+    workdir: Path, spark, xml: str, events: Iterable[tuple[str, dict[str, Any]]], *options: str
+) -> tuple[Lake, int]:
+    """The job, configured with ``xml``, over a fresh lake holding ``events`` (``deliveries``,
+    ``management`` or a message for its address table), one commit per event; returns the
+    lake and the number of micro-batches."""
     workdir.mkdir()
     lake = Lake.at(workdir / "lake")
     conf = workdir / "broker.xml"
-    conf.write_text(broker(SAME_XML))
-    for table, row in SAME_EVENTS:
-        if table == "orders":
-            append(lake.address_table("orders"), [row], schemas.MESSAGE)
-        elif table == "deliveries":
+    conf.write_text(broker(xml))
+    for table, row in events:
+        if table == "deliveries":
             append(lake.deliveries, [row], schemas.DELIVERY)
-        else:
+        elif table == "management":
             append(lake.management, [row], schemas.MANAGEMENT)
+        else:
+            append(lake.address_table(row["address"]), [row], schemas.MESSAGE)
     out, err = io.StringIO(), io.StringIO()
     argv = ["--conf", str(conf), "--lake", lake.root, "--available-now", *options]
     status = route.main(argv, spark=spark, out=out, err=err)
