@@ -176,6 +176,37 @@ def test_the_queues_exist_from_the_dead_letter_or_expiry_that_creates_them(batch
     assert result.attempts == 2  # planned again, assuming what the first plan created
 
 
+def test_a_plan_that_saw_each_queue_when_it_existed_holds_at_once(spark):
+    """A dead letter creates DLQ.audit.all at 9 and its consumer ACKs the copy at 10, in
+    the same batch. The ACK takes the queue for one that exists (consumers name queues
+    that exist), so the first plan's every decision matches what it found: one plan.
+    An event naming it before 9 (the batch above) makes the batch planned again."""
+    topology = topology_of(XML)
+    copy = dead(6, "audit.all", "DLA")
+    events = batch_events(
+        spark,
+        [message(6, "audit.all")],
+        [delivery("audit.all", 6, "ROLLBACK", 9), delivery("DLQ.audit.all", copy, "ACK", 10)],
+    )
+    scratch = Scratch()
+    try:
+        result = run_batch(
+            events, no_pending(spark), JobState(), topology, Router(topology), scratch
+        )
+        assert result.attempts == 1
+        assert result.created == {"DLQ.audit.all": (micros(9), 2)}
+        assert_rows(
+            result.queue_rows.select(*STATE.split(", ")),
+            STATE_DDL,
+            [
+                state("audit.all", 6, "DEAD_LETTERED", 1, 0, 9),
+                state("DLQ.audit.all", copy, "ACKED", 1, 9, 10),
+            ],
+        )
+    finally:
+        scratch.release()
+
+
 def test_queue_rows(batch):
     _, queue_rows, _, _ = batch
     assert_rows(

@@ -86,6 +86,7 @@ class Folded:
     rejected: DataFrame
     moves: DataFrame  # MOVE_COLUMNS: the messages to copy (copies_of)
     unmatched: DataFrame  # events naming no message in play (EVENT_COLUMNS)
+    decided: DataFrame  # every event with the facts it saw and its ending (checkpointed)
 
 
 def fold_state(queue_rows: DataFrame) -> DataFrame:
@@ -257,6 +258,7 @@ def fold(
         union_of(rejected),
         moving.select(*MOVE_COLUMNS),
         unmatched,
+        rows,
     )
 
 
@@ -326,13 +328,37 @@ def _redeliver_at(at: Column, count: Column) -> Column:
     return F.when(F.col("redelivery_delay") > 0, F.timestamp_millis(F.unix_millis(at) + millis))
 
 
-def _bound(prefix: str) -> Column:
+def endings_seen_differently(
+    dla_bound_since: Column,
+    expiry_bound_since: Column,
+    retry_target_exists: tuple[Column, Column] | None = None,
+) -> Column:
+    """The events of :attr:`Folded.decided` that would end differently had the auto-created
+    queues been created at other moments: the dead-letter (expiry) address bound since
+    ``dla_bound_since`` (``expiry_bound_since``) rather than the moment the fold saw, or a
+    RETRY's target existing as the second of ``retry_target_exists`` says rather than as
+    the first (the fold's own)."""
+    differ = F.col("_ends") & (
+        ((F.col("_end") == DEAD_LETTER) & ~_bound("dla").eqNullSafe(_bound("dla", dla_bound_since)))
+        | (
+            (F.col("_end") == EXPIRY)
+            & ~_bound("expiry").eqNullSafe(_bound("expiry", expiry_bound_since))
+        )
+    )
+    if retry_target_exists is not None:
+        saw, would = retry_target_exists
+        is_retry = (F.col("_kind") == MANAGEMENT_KIND) & (F.col("op") == OP_RETRY)
+        differ = differ | (is_retry & ~saw.eqNullSafe(would))
+    return differ
+
+
+def _bound(prefix: str, since: Column | None = None) -> Column:
     """The dead-letter (``dla``) or expiry (``expiry``) address has a binding when the event
     happens: from the start, or one the event creates itself (``<prefix>_has_bindings``),
     or one another address's dead letter (expiry) created by then (``<prefix>_bound_since``,
-    a moment: :func:`routing.plan.facts.queue_facts`). An event's kind is its rank
-    at its instant."""
-    since = F.col(f"{prefix}_bound_since")
+    a moment: :func:`routing.plan.facts.queue_facts`; ``since`` instead, if given). An
+    event's kind is its rank at its instant."""
+    since = F.col(f"{prefix}_bound_since") if since is None else since
     by_then = F.coalesce(moment(F.col("at"), F.col("_kind")) >= since, F.lit(False))
     return F.col(f"{prefix}_has_bindings") | by_then
 

@@ -22,7 +22,7 @@ per table.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -44,15 +44,16 @@ from routing.plan.deliveries import (
     KEY,
     MANAGEMENT_KIND,
     copies_of,
+    endings_seen_differently,
     fold,
     fold_state,
     no_pending_message,
     rejected_events,
 )
 from routing.plan.expiry import expires_at
-from routing.plan.facts import exists_at, queue_facts
+from routing.plan.facts import bound_since, exists_at, queue_facts
 from routing.plan.filters import matches
-from routing.plan.inputs import classify, split
+from routing.plan.inputs import classify, queues_seen_differently, split
 from routing.plan.router import Router
 from routing.plan.scratch import Scratch
 from routing.plan.turns import positions_frame
@@ -163,12 +164,20 @@ def run_batch(
     """
     assumed = dict(state.created)
     for attempt in range(1, MAX_ATTEMPTS + 1):
-        result = _plan_batch(
-            events, pending, state, topology, router, scratch, assumed, as_of=as_of, taken=taken
+        result, holds = _plan_batch(
+            events,
+            pending,
+            state,
+            topology,
+            router,
+            scratch,
+            assumed,
+            as_of=as_of,
+            taken=taken,
+            events_expect_queues=attempt == 1,
         )
         result.attempts = attempt
-        # the plan holds when every decision saw the creation moments the batch itself makes
-        if result.created == assumed:
+        if holds:
             break
         assumed = result.created
     return result
@@ -209,16 +218,42 @@ def _plan_batch(
     *,
     as_of: int | None,
     taken: DataFrame | None,
-) -> BatchResult:
+    events_expect_queues: bool = False,
+) -> tuple[BatchResult, bool]:
     """One plan of the batch, assuming the auto-created queues exist from ``assumed``
     (and from what its earlier rounds create); :attr:`BatchResult.created` is what the
-    plan itself creates, merged with ``state``'s."""
+    plan itself creates, merged with ``state``'s.
+
+    The plan holds (second value) when every decision that asked whether an auto-created
+    queue existed got the answer the moments the plan found give (:func:`_holds`): then
+    it is the plan that assumed those moments from the start.
+
+    ``events_expect_queues``: the input's deliveries and management rows take an
+    auto-created queue the plan does not know yet for one that exists. A consumer or an
+    operator naming ``DLQ.x`` usually does so after it was created, often by a dead
+    letter of the same batch (a replayed log is one batch): assuming it absent would
+    plan every such batch twice. When the plan finds otherwise, it is planned again
+    with what it found.
+    """
     spark: SparkSession = events.sparkSession
 
-    def exists(name: Column, at: Column, rank: Column) -> Column:
-        return exists_at(topology, name, at, rank, assumed)
+    def exists_under(moments: Created) -> Callable[[Column, Column, Column], Column]:
+        def exists(name: Column, at: Column, rank: Column) -> Column:
+            return exists_at(topology, name, at, rank, moments)
 
+        return exists
+
+    exists = exists_under(assumed)
+    if events_expect_queues and (
+        expected := [q.name for q in topology.auto_queues if q.name not in assumed]
+    ):
+        exists = _or_named(exists, expected)
     classified = classify(events, topology.queues, scratch, taken, exists)
+    # each decision that asked whether an auto-created queue existed: final moments ->
+    # the rows that would have been answered otherwise
+    asked: list[Callable[[Created], DataFrame]] = [
+        lambda final: classified.where(queues_seen_differently(exists, exists_under(final)))
+    ]
     facts = classified.agg(
         F.max(F.unix_micros(F.coalesce("sent_at", "at"))).alias("latest"),
         F.collect_set(F.when(F.col("source") == "management", F.col("filter"))).alias("filters"),
@@ -262,6 +297,7 @@ def _plan_batch(
     while True:
         rounds += 1
         routed = router.route(entering, positions, scratch, known)
+        asked += [_routes_asked(router, decided) for decided in routed.decided]
         positions = routed.positions
         journals += routed.journal
         rejected += routed.rejected
@@ -287,6 +323,7 @@ def _plan_batch(
         folded = fold(
             round_events, fold_state(in_play), fold_facts, queue_addresses, scratch, retry_target
         )
+        asked.append(_endings_asked(topology, folded.decided, dict(known)))
         updated.append(folded.updated)
         journals.append(folded.journal)
         rejected.append(folded.rejected)
@@ -311,6 +348,8 @@ def _plan_batch(
         found += [(r.queue, (r.first["at"], r.first["_rank"])) for r in made if r.queue is not None]
         known = created_moments(known, found)
     rejected.append(_no_such_message(waiting))
+    created = created_moments(state.created, found)
+    holds = created == assumed or _holds(asked, created)
 
     changed = union_of(updated)
     broadcast = facts.rows <= BROADCAST_CHANGES
@@ -332,8 +371,49 @@ def _plan_batch(
         routed_rows=facts.routed,
         own_copies=facts.own_copies,
         rounds=rounds,
-        created=created_moments(state.created, found),
-    )
+        created=created,
+    ), holds
+
+
+def _holds(asked: list[Callable[[Created], DataFrame]], created: Created) -> bool:
+    """No decision of a plan would change under the creation moments ``created`` (one
+    action over the checkpointed frames the decisions were made on)."""
+    return union_of([a(created).select(F.lit(1).alias("_changes")) for a in asked]).isEmpty()
+
+
+def _or_named(
+    exists: Callable[[Column, Column, Column], Column], names: list[str]
+) -> Callable[[Column, Column, Column], Column]:
+    """``exists``, and true for the queues ``names`` at any time."""
+    return lambda name, at, rank: exists(name, at, rank) | name.isin(*names)
+
+
+def _routes_asked(router: Router, decided: DataFrame) -> Callable[[Created], DataFrame]:
+    """A routing pass's decisions (:attr:`routing.plan.router.Routed.decided`): final
+    moments -> the rows whose queues they would change."""
+    return lambda final: decided.where(router.bindings_seen_differently(final))
+
+
+def _endings_asked(
+    topology: Topology, decided: DataFrame, known: Created
+) -> Callable[[Created], DataFrame]:
+    """The fold's decisions that asked for auto-created queues (:attr:`Folded.decided`,
+    made knowing the moments ``known``): final moments -> the events they would change."""
+
+    def changed(final: Created) -> DataFrame:
+        retry_target = (
+            exists_at(topology, F.col("_orig_queue"), F.col("at"), MANAGEMENT_KIND, known),
+            exists_at(topology, F.col("_orig_queue"), F.col("at"), MANAGEMENT_KIND, final),
+        )
+        return decided.where(
+            endings_seen_differently(
+                bound_since(topology, F.col("dead_letter_address"), final),
+                bound_since(topology, F.col("expiry_address"), final),
+                retry_target,
+            )
+        )
+
+    return changed
 
 
 def apply_changes(rows: DataFrame, changed: DataFrame, *, broadcast: bool) -> DataFrame:

@@ -19,7 +19,7 @@ from pyspark.sql.types import (
 from routing.broker.topology import RANKS, Created, Topology, moment_of
 from routing.plan._columns import literal_map
 
-__all__ = ["QUEUE_FACTS", "exists_at", "moment", "queue_facts"]
+__all__ = ["QUEUE_FACTS", "bound_since", "exists_at", "moment", "queue_facts"]
 
 
 def moment(at: Column, rank: Column | int) -> Column:
@@ -40,6 +40,15 @@ def exists_at(
         since = literal_map(made, "bigint")[name]
         exists = exists | F.coalesce(moment(at, rank) >= since, F.lit(False))
     return exists
+
+
+def bound_since(topology: Topology, address: Column, created: Created) -> Column:
+    """The moment ``address`` got its first auto-created queue (null: none yet), as
+    :meth:`routing.broker.topology.Topology.bound_since` says for ``created``."""
+    addresses = sorted({q.address for q in topology.auto_queues})
+    moments = {a: topology.bound_since(a, created) for a in addresses}
+    known = {a: m for a, m in moments.items() if m is not None}
+    return literal_map(known, "bigint")[address] if known else F.lit(None).cast("bigint")
 
 
 def queue_facts(spark: SparkSession, topology: Topology, created: Created) -> DataFrame:

@@ -102,7 +102,7 @@ def classify(
 
     is_message = F.col("source").startswith("addresses/")
     is_delivery = F.col("source") == "deliveries"
-    rank = F.when(is_delivery, F.lit(DELIVERY_KIND)).otherwise(F.lit(MANAGEMENT_KIND))
+    rank = _event_rank()
     queue_known = exists(F.col("queue"), F.col("at"), rank)
     to_queue_known = exists(F.col("to_queue"), F.col("at"), rank)
     rejected = F.col("_reason").isNotNull()
@@ -130,6 +130,29 @@ def classify(
         )
     )
     return scratch.keep(classified)
+
+
+def _event_rank() -> Column:
+    """An event's rank at its instant (SPEC §5.4): deliveries, then management rows."""
+    return F.when(F.col("source") == "deliveries", F.lit(DELIVERY_KIND)).otherwise(
+        F.lit(MANAGEMENT_KIND)
+    )
+
+
+def queues_seen_differently(
+    before: Callable[[Column, Column, Column], Column],
+    after: Callable[[Column, Column, Column], Column],
+) -> Column:
+    """The event rows of :func:`classify` whose ``queue`` or ``to_queue`` exists under
+    ``before`` but not under ``after``, or the other way round (``exists`` functions as
+    :func:`classify` takes): the rows whose check would change."""
+    rank = _event_rank()
+    differ = F.lit(False)
+    for name in (F.col("queue"), F.col("to_queue")):
+        differ = differ | ~before(name, F.col("at"), rank).eqNullSafe(
+            after(name, F.col("at"), rank)
+        )
+    return ~F.col("source").startswith("addresses/") & differ
 
 
 def split(classified: DataFrame, bad_filters: Mapping[str, str]) -> Inputs:

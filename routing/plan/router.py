@@ -90,6 +90,7 @@ class Routed:
     journal: list[DataFrame] = field(default_factory=list)
     rejected: list[DataFrame] = field(default_factory=list)
     copies: list[DataFrame] = field(default_factory=list)  # rows to append to address tables
+    decided: list[DataFrame] = field(default_factory=list)  # each pass's rows, decisions made
     passes: int = 0
 
 
@@ -307,6 +308,29 @@ class Router:
             .otherwise(case_of(F.col("address"), by_address, empty))
         )
 
+    def bindings_seen_differently(self, created: Created) -> Column:
+        """The rows of a pass (:attr:`Routed.decided`) that would enter an auto-created
+        queue or not differently had it been created at the moment ``created`` says (not
+        at all: not in it): the rows whose routing those moments would change."""
+        differ = F.lit(False)
+        for address in self.topology.routed_addresses:
+            for queue in self.topology.queues_on(address):
+                if queue.name not in self._auto or queue.routing_type != MULTICAST:
+                    continue
+                at = moment(F.col("sent_at"), F.col("_rank"))
+                since = moment_of(created[queue.name]) if queue.name in created else None
+                saw = F.coalesce(at >= F.col(self._since(queue.name)), F.lit(False))
+                would = F.coalesce(at >= F.lit(since).cast("bigint"), F.lit(False))
+                offered = (
+                    (F.col("address") == address)
+                    & F.col("to_queue").isNull()
+                    & ~F.col("_exclusive")
+                    & self._takes(MULTICAST)
+                    & matches(queue.filter)
+                )
+                differ = differ | (offered & (saw != would))
+        return differ
+
     def _since(self, queue: str) -> str:
         """The column holding the moment auto-created ``queue`` was created (null: not yet)."""
         return f"_since_{self._auto[queue]}"
@@ -426,6 +450,8 @@ class Router:
         decided = scratch.keep(
             rows.withColumn("_fired", self._fired).withColumn("_queues", self._queues)
         )
+        if since:
+            result.decided.append(decided)
 
         entries = (
             decided.where(F.size("_queues") > 0)
