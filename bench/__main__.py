@@ -7,14 +7,21 @@ import importlib
 import sys
 import time
 
-MODULES = ["storage", "breadcrumbs", "routing", "replay", "soak"]
+MODULES = ["storage", "breadcrumbs", "routing", "route", "replay", "soak"]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("modules", nargs="*", default=MODULES, help=f"any of {MODULES}")
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of the full data sizes")
+    parser.add_argument(
+        "--ten-million", action="store_true", help="replay: also replay 10M messages once"
+    )
     args = parser.parse_args(argv)
+    if args.ten_million:
+        import bench.replay
+
+        bench.replay.TEN_MILLION = True
 
     from routing.io.session import build_session
 
