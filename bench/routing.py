@@ -29,11 +29,12 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from bench import Figure
-from routing.broker.config import parse_config
+from routing.broker.config import ANYCAST, MULTICAST, parse_config
+from routing.broker.ids import DIVERT
 from routing.broker.topology import Topology
 from routing.plan import journal, schemas
 from routing.plan._columns import tagged_union, union_all
-from routing.plan.copies import DIVERT, make_copies
+from routing.plan.copies import make_copies
 from routing.plan.router import Router
 from routing.plan.scratch import Scratch
 from routing.plan.turns import positions_frame
@@ -92,8 +93,8 @@ def message_rows(spark: SparkSession, rows: int) -> DataFrame:
     return spark.range(rows).select(
         F.col("id").alias("message_id"),
         address.alias("address"),
-        F.when(h % 10 == 0, F.lit("MULTICAST"))
-        .when(h % 10 == 1, F.lit("ANYCAST"))
+        F.when(h % 10 == 0, F.lit(MULTICAST))
+        .when(h % 10 == 1, F.lit(ANYCAST))
         .cast("string")
         .alias("routing_type"),
         sent_at.alias("sent_at"),

@@ -34,11 +34,12 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from routing.broker.ids import DEAD_LETTER, EXPIRY, MOVE, RETRY
 from routing.broker.layout import DELIVERIES
 from routing.plan import journal, schemas
 from routing.plan._columns import literal_map, union_of
 from routing.plan.breadcrumbs import ORIG_ADDRESS, ORIG_QUEUE
-from routing.plan.copies import ACTUAL_EXPIRY, DEAD_LETTER, EXPIRY, MOVE, RETRY, make_copies
+from routing.plan.copies import ACTUAL_EXPIRY, make_copies
 from routing.plan.facts import moment
 from routing.plan.ids import copy_id
 from routing.plan.scratch import Scratch

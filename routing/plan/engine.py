@@ -28,14 +28,13 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from routing.broker.filters import FilterSyntaxError, parse_filter
-from routing.broker.ids import COPY_ID_BASE
+from routing.broker.ids import COPY_ID_BASE, DEAD_LETTER, EXPIRY
 from routing.broker.state import JobState
 from routing.broker.topology import Created, Topology
 from routing.plan import schemas
 from routing.plan._columns import literal_map, union_all, union_of
 from routing.plan.batch import BatchResult, batch_values
 from routing.plan.breadcrumbs import ORIG_ADDRESS
-from routing.plan.copies import DEAD_LETTER, EXPIRY
 from routing.plan.deliveries import (
     CHANGED,
     EVENT_ORDER,

@@ -14,14 +14,15 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from routing.broker.config import ROUTING_TYPES
 from routing.broker.ids import COPY_ID_BASE
 from routing.plan import journal, schemas
 from routing.plan._columns import literal_map, union_of
+from routing.plan.breadcrumbs import ORIG_MESSAGE_ID, ORIG_QUEUE
 from routing.plan.deliveries import DELIVERY_KIND, MANAGEMENT_KIND
 from routing.plan.ids import copy_id
 from routing.plan.scratch import Scratch
 
-ROUTING_TYPES = ("ANYCAST", "MULTICAST")
 OUTCOMES = ("ACK", "ROLLBACK")
 OPS = ("MOVE", "RETRY", "SEND_TO_DLA")
 
@@ -54,11 +55,11 @@ def _quoted(name: str) -> Column:
 def own_copy() -> Column:
     """True for a row the job wrote: its id is the copy id of the hop its breadcrumbs name."""
     props = F.col("properties")
-    parent = props.getItem("_AMQ_ORIG_MESSAGE_ID")
+    parent = props.getItem(ORIG_MESSAGE_ID)
     expected = copy_id(
         parent.try_cast("long"),
         F.col("copy_reason"),
-        props.getItem("_AMQ_ORIG_QUEUE"),
+        props.getItem(ORIG_QUEUE),
         F.col("address"),
         F.col("to_queue"),
     )

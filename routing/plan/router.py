@@ -38,16 +38,10 @@ from functools import cached_property
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from routing.broker.config import DivertConfig
+from routing.broker.config import ANYCAST, MULTICAST, DivertConfig
+from routing.broker.ids import DEAD_LETTER, DIVERT
 from routing.broker.layout import address_source
-from routing.broker.topology import (
-    ANYCAST,
-    MESSAGE_RANK,
-    MULTICAST,
-    Created,
-    Topology,
-    moment_of,
-)
+from routing.broker.topology import MESSAGE_RANK, Created, Topology, moment_of
 from routing.plan import journal, schemas
 from routing.plan._columns import (
     case_of,
@@ -56,7 +50,7 @@ from routing.plan._columns import (
     literal_map,
     union_of,
 )
-from routing.plan.copies import DEAD_LETTER, DIVERT, make_copies
+from routing.plan.copies import make_copies
 from routing.plan.expiry import expiration_by_address, has_expiry_settings
 from routing.plan.facts import moment
 from routing.plan.filters import matches
