@@ -29,6 +29,7 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from bench import Figure
+from routing.broker import layout
 from routing.broker.config import ANYCAST, MULTICAST, parse_config
 from routing.broker.ids import DIVERT
 from routing.broker.topology import Topology
@@ -115,7 +116,7 @@ def message_rows(spark: SparkSession, rows: int) -> DataFrame:
         F.lit(None).cast("string").alias("to_queue"),
         F.lit(0).alias("_hops"),
         F.lit(False).alias("_dla_hint"),
-        F.concat(F.lit("addresses/"), address).alias("_source"),
+        F.concat(F.lit(f"{layout.ADDRESSES}/"), address).alias("_source"),
     )
 
 

@@ -259,7 +259,7 @@ class DeltaStorage:
         return (
             spark.read.format("delta")
             .load(self.lake.queue_messages)
-            .where(F.col(schemas.QUEUE_MESSAGES_PARTITION) == "PENDING")
+            .where(F.col(schemas.QUEUE_MESSAGES_PARTITION) == schemas.PENDING)
             .select(*schemas.QUEUE_MESSAGE.names)
         )
 

@@ -47,7 +47,11 @@ from routing.plan.sequences import in_order
 
 EXPIRE_KIND, DELIVERY_KIND, MANAGEMENT_KIND = 1, 2, 3
 ACK, ROLLBACK = "ACK", "ROLLBACK"
+OUTCOMES = (ACK, ROLLBACK)
+"""A delivery's ``outcome`` (SPEC §3.2)."""
 OP_MOVE, OP_RETRY, OP_SEND_TO_DLA = "MOVE", "RETRY", "SEND_TO_DLA"
+OPS = (OP_MOVE, OP_RETRY, OP_SEND_TO_DLA)
+"""A management row's ``op`` (SPEC §3.3)."""
 KEY = ("queue", "message_id")
 ORDER = ("at", "_kind", "_o_source", "_o_version", "_o_file", "_o_row")
 
@@ -244,7 +248,9 @@ def fold(
     )
     updated = applied.where(F.col("_pos") == F.col("_last")).select(
         *KEY,
-        F.when(F.col("_ends"), F.col("_end_status")).otherwise(F.lit("PENDING")).alias("status"),
+        F.when(F.col("_ends"), F.col("_end_status"))
+        .otherwise(F.lit(schemas.PENDING))
+        .alias("status"),
         F.col("_count").cast("int").alias("delivery_count"),
         F.when(F.col("_rescheduled_at").isNotNull(), F.col("_last_redeliver"))
         .otherwise(F.col("redeliver_at"))
@@ -367,11 +373,11 @@ def _with_ending(queue_addresses: Mapping[str, str]):
     )
     gone = F.col("_target").isNull()
     status = (
-        F.when(F.col("_end") == ACK, F.lit("ACKED"))
-        .when(F.col("_end").isin(MOVE, RETRY), F.lit("MOVED"))
-        .when(gone, F.lit(journal.DROPPED))
-        .when(F.col("_end") == EXPIRY, F.lit("EXPIRED"))
-        .otherwise(F.lit("DEAD_LETTERED"))
+        F.when(F.col("_end") == ACK, F.lit(schemas.ACKED))
+        .when(F.col("_end").isin(MOVE, RETRY), F.lit(schemas.MOVED))
+        .when(gone, F.lit(schemas.DROPPED))
+        .when(F.col("_end") == EXPIRY, F.lit(schemas.EXPIRED))
+        .otherwise(F.lit(schemas.DEAD_LETTERED))
     )
     event = (
         F.when(F.col("_end") == ACK, F.lit(journal.ACKED))
@@ -387,9 +393,10 @@ def _with_ending(queue_addresses: Mapping[str, str]):
         .when((F.col("_end") == EXPIRY) & expiry.isNull(), F.lit(journal.NO_EXPIRY_ADDRESS))
         .when((F.col("_end") == EXPIRY) & gone, F.lit(journal.EXPIRY_NO_BINDINGS))
         .when(
-            (F.col("_end") == DEAD_LETTER) & (F.col("op") == OP_SEND_TO_DLA), F.lit(OP_SEND_TO_DLA)
+            (F.col("_end") == DEAD_LETTER) & (F.col("op") == OP_SEND_TO_DLA),
+            F.lit(journal.SEND_TO_DLA),
         )
-        .when(F.col("_end") == DEAD_LETTER, F.lit("MAX_DELIVERY_ATTEMPTS"))
+        .when(F.col("_end") == DEAD_LETTER, F.lit(journal.MAX_DELIVERY_ATTEMPTS))
     )
 
     def transform(rows: DataFrame) -> DataFrame:

@@ -29,6 +29,7 @@ from pyspark.sql import functions as F
 
 from routing.broker.filters import FilterSyntaxError, parse_filter
 from routing.broker.ids import COPY_ID_BASE, DEAD_LETTER, EXPIRY
+from routing.broker.layout import MANAGEMENT
 from routing.broker.state import JobState
 from routing.broker.topology import Created, Topology
 from routing.plan import schemas
@@ -51,7 +52,7 @@ from routing.plan.deliveries import (
 from routing.plan.expiry import expires_at
 from routing.plan.facts import exists_at, queue_facts
 from routing.plan.filters import matches
-from routing.plan.inputs import classify, split
+from routing.plan.inputs import classify, is_message_row, split
 from routing.plan.router import Router
 from routing.plan.scratch import Scratch
 from routing.plan.turns import positions_frame
@@ -220,16 +221,12 @@ def _plan_batch(
     classified = classify(events, topology.queues, scratch, taken, exists)
     facts = classified.agg(
         F.max(F.unix_micros(F.coalesce("sent_at", "at"))).alias("latest"),
-        F.collect_set(F.when(F.col("source") == "management", F.col("filter"))).alias("filters"),
+        F.collect_set(F.when(F.col("source") == MANAGEMENT, F.col("filter"))).alias("filters"),
         F.count(F.lit(1)).alias("rows"),
         F.count_if(F.col("_own")).alias("own_copies"),
-        F.count_if(
-            F.col("source").startswith("addresses/") & F.col("_reason").isNull() & ~F.col("_own")
-        ).alias("routed"),
-        F.count_if(
-            ~F.col("source").startswith("addresses/") & (F.col("message_id") >= COPY_ID_BASE)
-        ).alias("copy_events"),
-        F.count_if((F.col("source") == "management") & F.col("message_id").isNull()).alias(
+        F.count_if(is_message_row() & F.col("_reason").isNull() & ~F.col("_own")).alias("routed"),
+        F.count_if(~is_message_row() & (F.col("message_id") >= COPY_ID_BASE)).alias("copy_events"),
+        F.count_if((F.col("source") == MANAGEMENT) & F.col("message_id").isNull()).alias(
             "filter_ops"
         ),
     ).collect()[0]  # an aggregate without groups: exactly one row

@@ -16,15 +16,13 @@ from pyspark.sql import functions as F
 
 from routing.broker.config import ROUTING_TYPES
 from routing.broker.ids import COPY_ID_BASE
+from routing.broker.layout import ADDRESSES, DELIVERIES, MANAGEMENT
 from routing.plan import journal, schemas
 from routing.plan._columns import literal_map, union_of
 from routing.plan.breadcrumbs import ORIG_MESSAGE_ID, ORIG_QUEUE
-from routing.plan.deliveries import DELIVERY_KIND, MANAGEMENT_KIND
+from routing.plan.deliveries import DELIVERY_KIND, MANAGEMENT_KIND, OP_MOVE, OPS, OUTCOMES
 from routing.plan.ids import copy_id
 from routing.plan.scratch import Scratch
-
-OUTCOMES = ("ACK", "ROLLBACK")
-OPS = ("MOVE", "RETRY", "SEND_TO_DLA")
 
 
 @dataclass
@@ -50,6 +48,11 @@ def _null(name: str) -> tuple[Column, str]:
 
 def _quoted(name: str) -> Column:
     return F.concat(F.lit("'"), F.col(name), F.lit("'"))
+
+
+def is_message_row() -> Column:
+    """The input row is a message row: of an ``addresses/*`` table."""
+    return F.col("source").startswith(f"{ADDRESSES}/")
 
 
 def own_copy() -> Column:
@@ -101,8 +104,8 @@ def classify(
         def exists(name: Column, _at: Column, _rank: Column) -> Column:
             return name.isin(*known)
 
-    is_message = F.col("source").startswith("addresses/")
-    is_delivery = F.col("source") == "deliveries"
+    is_message = is_message_row()
+    is_delivery = F.col("source") == DELIVERIES
     rank = F.when(is_delivery, F.lit(DELIVERY_KIND)).otherwise(F.lit(MANAGEMENT_KIND))
     queue_known = exists(F.col("queue"), F.col("at"), rank)
     to_queue_known = exists(F.col("to_queue"), F.col("at"), rank)
@@ -135,8 +138,8 @@ def classify(
 
 def split(classified: DataFrame, bad_filters: Mapping[str, str]) -> Inputs:
     """The valid rows of each kind, and the rejected ones (cheap selections)."""
-    is_message = F.col("source").startswith("addresses/")
-    is_management = F.col("source") == "management"
+    is_message = is_message_row()
+    is_management = F.col("source") == MANAGEMENT
     bad_filter = literal_map(bad_filters)[F.col("filter")]
     reason = F.coalesce(
         F.col("_reason"),
@@ -164,7 +167,7 @@ def split(classified: DataFrame, bad_filters: Mapping[str, str]) -> Inputs:
     management = rows.where(is_management & valid)
     return Inputs(
         messages=messages,
-        deliveries=_events(rows.where((F.col("source") == "deliveries") & valid), DELIVERY_KIND),
+        deliveries=_events(rows.where((F.col("source") == DELIVERIES) & valid), DELIVERY_KIND),
         by_id=_events(management.where(F.col("message_id").isNotNull()), MANAGEMENT_KIND),
         by_filter=management.where(F.col("message_id").isNull()).select(
             "op",
@@ -243,12 +246,12 @@ def _management_reason(queue_known: Column, to_queue_known: Column) -> Column:
             ),
         ),
         (~queue_known, F.concat(F.lit("unknown queue "), _quoted("queue"))),
-        ((F.col("op") == "MOVE") & F.col("to_queue").isNull(), "MOVE needs to_queue"),
+        ((F.col("op") == OP_MOVE) & F.col("to_queue").isNull(), "MOVE needs to_queue"),
         (
-            (F.col("op") == "MOVE") & ~to_queue_known,
+            (F.col("op") == OP_MOVE) & ~to_queue_known,
             F.concat(F.lit("to_queue "), _quoted("to_queue"), F.lit(" does not exist")),
         ),
-        ((F.col("op") != "MOVE") & F.col("to_queue").isNotNull(), "to_queue is only for MOVE"),
+        ((F.col("op") != OP_MOVE) & F.col("to_queue").isNotNull(), "to_queue is only for MOVE"),
         (
             F.col("message_id").isNotNull() & F.col("filter").isNotNull(),
             "give message_id or filter, not both",
@@ -264,9 +267,7 @@ def _reject_duplicates(rows: DataFrame, taken: DataFrame | None = None) -> DataF
     Found on the ids alone (an aggregate, and a semi-join with ``taken``); the few ids
     found are broadcast back to the rows, which are never shuffled for this.
     """
-    candidate = (
-        F.col("source").startswith("addresses/") & F.col("_reason").isNull() & ~F.col("_own")
-    )
+    candidate = is_message_row() & F.col("_reason").isNull() & ~F.col("_own")
     order = F.struct("source", "version", "file", "row")
     ids = rows.where(candidate).select("message_id", order.alias("_order"))
     found = [

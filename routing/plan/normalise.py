@@ -91,14 +91,14 @@ class TableKind:
 
 
 KINDS = {
-    "addresses": TableKind(schemas.MESSAGE, schemas.MESSAGE_REQUIRED, "sent_at"),
+    layout.ADDRESSES: TableKind(schemas.MESSAGE, schemas.MESSAGE_REQUIRED, "sent_at"),
     layout.DELIVERIES: TableKind(schemas.DELIVERY, tuple(schemas.DELIVERY.names), "at"),
     layout.MANAGEMENT: TableKind(schemas.MANAGEMENT, schemas.MANAGEMENT_REQUIRED, "at"),
 }
 
 
 def kind_of(source: str) -> TableKind:
-    return KINDS["addresses" if source.startswith(f"{layout.ADDRESSES}/") else source]
+    return KINDS[layout.ADDRESSES if layout.is_address_source(source) else source]
 
 
 EVENT_SCHEMA: StructType = from_arrow_schema(EVENT)

@@ -478,7 +478,7 @@ class Router:
         return [
             *map(F.col, schemas.MESSAGE.names),
             F.col("queue"),
-            F.lit("PENDING").alias("status"),
+            F.lit(schemas.PENDING).alias("status"),
             F.lit(0).alias("delivery_count"),
             F.lit(None).cast("timestamp").alias("redeliver_at"),
             F.col("sent_at").alias("routed_at"),
