@@ -36,7 +36,7 @@ from pyspark.sql import functions as F
 
 from routing.broker.ids import DEAD_LETTER, EXPIRY, MOVE, RETRY
 from routing.broker.layout import DELIVERIES
-from routing.plan import journal, schemas
+from routing.plan import journal, schemas, sequences
 from routing.plan._columns import literal_map, union_of
 from routing.plan.breadcrumbs import ORIG_ADDRESS, ORIG_QUEUE
 from routing.plan.copies import ACTUAL_EXPIRY, make_copies
@@ -171,10 +171,10 @@ def fold(
         .withColumn("_refusal", refusal)
         .withColumns(
             {
-                "_eligible": eligible,
-                "_rollback": rollback,
-                "_ack": ack,
-                "_terminal": eligible & (F.col("_kind") != DELIVERY_KIND),
+                sequences.ELIGIBLE: eligible,
+                sequences.ROLLBACK: rollback,
+                sequences.ACK: ack,
+                sequences.TERMINAL: eligible & (F.col("_kind") != DELIVERY_KIND),
             }
         )
     )
@@ -183,10 +183,10 @@ def fold(
         .join(facts.drop("max_delivery_attempts"), "queue", "left")
         .withColumns(
             {
-                "_exhausted": F.col("_rollback") & F.col("_ends"),
-                "_redeliver_at": _redeliver_at(F.col("at"), F.col("_count")),
+                "_exhausted": F.col(sequences.ROLLBACK) & F.col(sequences.ENDS),
+                "_redeliver_at": _redeliver_at(F.col("at"), F.col(sequences.COUNT)),
                 "_last_redeliver": _redeliver_at(
-                    F.col("_rescheduled_at"), F.col("_rescheduled_count")
+                    F.col(sequences.RESCHEDULED_AT), F.col(sequences.RESCHEDULED_COUNT)
                 ),
             }
         )
@@ -197,30 +197,31 @@ def fold(
             rows.where(known & F.col("_refusal").isNotNull() & ~quietly), F.col("_refusal")
         ),
         rejected_events(
-            rows.where(F.col("_eligible") & ~F.col("_applied") & ~quietly), no_pending_message()
+            rows.where(F.col(sequences.ELIGIBLE) & ~F.col(sequences.APPLIED) & ~quietly),
+            no_pending_message(),
         ),
     ]
-    applied = rows.where(F.col("_applied"))
+    applied = rows.where(F.col(sequences.APPLIED))
     journals = [
         journal.journal_rows(
-            applied.where(F.col("_rollback") & ~F.col("_ends")),
+            applied.where(F.col(sequences.ROLLBACK) & ~F.col(sequences.ENDS)),
             at=F.col("at"),
             queue=F.col("queue"),
             event=journal.REDELIVERY_SCHEDULED,
-            delivery_count=F.col("_count"),
+            delivery_count=F.col(sequences.COUNT),
             details={
                 "redeliver_at": F.date_format("_redeliver_at", "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'")
             },
         )
     ]
-    ending = applied.where(F.col("_pos") == F.col("_first_end"))
+    ending = applied.where(F.col(sequences.POS) == F.col(sequences.FIRST_END))
     journals.append(
         journal.journal_rows(
             ending.where(F.col("_target").isNull()),
             at=F.col("at"),
             queue=F.col("queue"),
             event=F.col("_journal_event"),
-            delivery_count=F.col("_count"),
+            delivery_count=F.col(sequences.COUNT),
             details={"reason": F.col("_why")},
         )
     )
@@ -231,7 +232,7 @@ def fold(
             at=F.col("at"),
             queue=F.col("queue"),
             event=F.col("_journal_event"),
-            delivery_count=F.col("_count"),
+            delivery_count=F.col(sequences.COUNT),
             details={
                 "to_address": F.col("_target"),
                 "to_queue": F.col("_target_queue"),
@@ -246,13 +247,13 @@ def fold(
             },
         )
     )
-    updated = applied.where(F.col("_pos") == F.col("_last")).select(
+    updated = applied.where(F.col(sequences.POS) == F.col(sequences.LAST)).select(
         *KEY,
-        F.when(F.col("_ends"), F.col("_end_status"))
+        F.when(F.col(sequences.ENDS), F.col("_end_status"))
         .otherwise(F.lit(schemas.PENDING))
         .alias("status"),
-        F.col("_count").cast("int").alias("delivery_count"),
-        F.when(F.col("_rescheduled_at").isNotNull(), F.col("_last_redeliver"))
+        F.col(sequences.COUNT).cast("int").alias("delivery_count"),
+        F.when(F.col(sequences.RESCHEDULED_AT).isNotNull(), F.col("_last_redeliver"))
         .otherwise(F.col("redeliver_at"))
         .alias("redeliver_at"),
         F.greatest(F.col("status_at"), F.col("at")).alias("status_at"),
