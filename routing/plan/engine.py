@@ -37,12 +37,18 @@ from routing.plan._columns import literal_map, union_all, union_of
 from routing.plan.batch import BatchResult, batch_values
 from routing.plan.breadcrumbs import ORIG_ADDRESS
 from routing.plan.deliveries import (
+    BY_FILTER,
     CHANGED,
     EVENT_ORDER,
     EVENT_WHAT,
     EXPIRE_KIND,
     KEY,
+    KIND,
     MANAGEMENT_KIND,
+    O_ROW,
+    O_VERSION,
+    RETRY_QUEUE,
+    TO_QUEUE,
     copies_of,
     fold,
     fold_state,
@@ -91,16 +97,16 @@ def expiries(in_play: DataFrame, clock: DataFrame) -> DataFrame:
             "queue",
             "message_id",
             due.alias("at"),
-            F.lit(EXPIRE_KIND).alias("_kind"),
+            F.lit(EXPIRE_KIND).alias(KIND),
             *_nulls(EVENT_WHAT),
-            F.lit(False).alias("_by_filter"),
+            F.lit(False).alias(BY_FILTER),
             *_nulls(EVENT_ORDER),
         )
     )
 
 
 def _nulls(names: Iterable[str]) -> list[Column]:
-    types = {"_o_version": "long", "_o_row": "long"}
+    types = {O_VERSION: "long", O_ROW: "long"}
     return [F.lit(None).cast(types.get(n, "string")).alias(n) for n in names]
 
 
@@ -121,11 +127,11 @@ def expand_by_filter(ops: DataFrame, in_play: DataFrame, filters: Iterable[str])
         "queue",
         "message_id",
         "at",
-        F.lit(MANAGEMENT_KIND).alias("_kind"),
+        F.lit(MANAGEMENT_KIND).alias(KIND),
         F.lit(None).cast("string").alias("outcome"),
         "op",
-        "_to_queue",
-        F.lit(True).alias("_by_filter"),
+        TO_QUEUE,
+        F.lit(True).alias(BY_FILTER),
         *EVENT_ORDER,
     )
 
@@ -277,9 +283,7 @@ def _plan_batch(
             ]
         )
         fold_facts = F.broadcast(queue_facts(spark, topology, known))
-        retry_target = exists_at(
-            topology, F.col("_orig_queue"), F.col("at"), MANAGEMENT_KIND, known
-        )
+        retry_target = exists_at(topology, F.col(RETRY_QUEUE), F.col("at"), MANAGEMENT_KIND, known)
         folded = fold(
             round_events, fold_state(in_play), fold_facts, queue_addresses, scratch, retry_target
         )
@@ -355,5 +359,5 @@ def apply_changes(rows: DataFrame, changed: DataFrame, *, broadcast: bool) -> Da
 
 def _no_such_message(events: DataFrame) -> DataFrame:
     return rejected_events(
-        events.where(~F.col("_by_filter") & (F.col("_kind") != EXPIRE_KIND)), no_pending_message()
+        events.where(~F.col(BY_FILTER) & (F.col(KIND) != EXPIRE_KIND)), no_pending_message()
     )

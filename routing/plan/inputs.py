@@ -20,7 +20,17 @@ from routing.broker.layout import ADDRESSES, DELIVERIES, MANAGEMENT
 from routing.plan import journal, schemas
 from routing.plan._columns import literal_map, union_of
 from routing.plan.breadcrumbs import ORIG_MESSAGE_ID, ORIG_QUEUE
-from routing.plan.deliveries import DELIVERY_KIND, MANAGEMENT_KIND, OP_MOVE, OPS, OUTCOMES
+from routing.plan.deliveries import (
+    BY_FILTER,
+    DELIVERY_KIND,
+    EVENT_ORDER,
+    KIND,
+    MANAGEMENT_KIND,
+    OP_MOVE,
+    OPS,
+    OUTCOMES,
+    TO_QUEUE,
+)
 from routing.plan.ids import copy_id
 from routing.plan.scratch import Scratch
 
@@ -30,7 +40,8 @@ class Inputs:
     messages: DataFrame  # message rows + _hops, _dla_hint, _source, _rank
     deliveries: DataFrame  # fold events (routing.plan.deliveries.EVENT_COLUMNS)
     by_id: DataFrame  # management rows naming a message: fold events
-    by_filter: DataFrame  # management rows naming a filter: expanded later
+    by_filter: DataFrame  # management rows naming a filter (op, queue, filter, at, TO_QUEUE,
+    # EVENT_ORDER): expanded to fold events by engine.expand_by_filter
     rejected: DataFrame
 
 
@@ -72,12 +83,9 @@ def own_copy() -> Column:
 
 
 def order_columns() -> list[Column]:
-    return [
-        F.col("source").alias("_o_source"),
-        F.col("version").alias("_o_version"),
-        F.col("file").alias("_o_file"),
-        F.col("row").alias("_o_row"),
-    ]
+    """An input row's position as an event's (:data:`routing.plan.deliveries.EVENT_ORDER`)."""
+    position = ("source", "version", "file", "row")
+    return [F.col(c).alias(o) for c, o in zip(position, EVENT_ORDER, strict=True)]
 
 
 def classify(
@@ -173,7 +181,7 @@ def split(classified: DataFrame, bad_filters: Mapping[str, str]) -> Inputs:
             "op",
             "queue",
             "filter",
-            F.col("to_queue").alias("_to_queue"),
+            F.col("to_queue").alias(TO_QUEUE),
             "at",
             *order_columns(),
         ),
@@ -315,10 +323,10 @@ def _events(rows: DataFrame, kind: int) -> DataFrame:
         "queue",
         "message_id",
         "at",
-        F.lit(kind).alias("_kind"),
+        F.lit(kind).alias(KIND),
         "outcome",
         "op",
-        F.col("to_queue").alias("_to_queue"),
-        F.lit(False).alias("_by_filter"),
+        F.col("to_queue").alias(TO_QUEUE),
+        F.lit(False).alias(BY_FILTER),
         *order_columns(),
     )
