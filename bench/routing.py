@@ -36,7 +36,7 @@ from routing.broker.topology import Topology
 from routing.plan import journal, schemas
 from routing.plan._columns import tagged_union, union_all
 from routing.plan.copies import make_copies
-from routing.plan.router import Router
+from routing.plan.router import Router, entering
 from routing.plan.scratch import Scratch
 from routing.plan.turns import positions_frame
 
@@ -114,9 +114,7 @@ def message_rows(spark: SparkSession, rows: int) -> DataFrame:
         F.encode(F.concat(F.lit("payload-"), F.col("id").cast("string")), "UTF-8").alias("body"),
         F.lit(None).cast("string").alias("copy_reason"),
         F.lit(None).cast("string").alias("to_queue"),
-        F.lit(0).alias("_hops"),
-        F.lit(False).alias("_dla_hint"),
-        F.concat(F.lit(f"{layout.ADDRESSES}/"), address).alias("_source"),
+        *entering(F.concat(F.lit(f"{layout.ADDRESSES}/"), address)),
     )
 
 

@@ -42,6 +42,7 @@ from routing.plan.breadcrumbs import ORIG_ADDRESS, ORIG_QUEUE
 from routing.plan.copies import ACTUAL_EXPIRY, make_copies
 from routing.plan.facts import moment
 from routing.plan.ids import copy_id
+from routing.plan.router import entering
 from routing.plan.scratch import Scratch
 from routing.plan.sequences import in_order
 
@@ -300,10 +301,8 @@ def copies_of(moves: DataFrame, in_play: DataFrame, source_of) -> DataFrame:
         )
     ).select(
         *schemas.MESSAGE.names,
-        F.lit(0).alias("_hops"),
-        F.lit(False).alias("_dla_hint"),
-        source_of(F.col("address")).alias("_source"),
-        F.col(KIND).alias("_rank"),  # a copy enters at its event's rank (SPEC §5.4)
+        # a copy enters at its event's rank (SPEC §5.4)
+        *entering(source_of(F.col("address")), rank=F.col(KIND)),
     )
 
 

@@ -59,7 +59,7 @@ from routing.plan.expiry import expires_at
 from routing.plan.facts import exists_at, queue_facts
 from routing.plan.filters import matches
 from routing.plan.inputs import classify, is_message_row, split
-from routing.plan.router import Router
+from routing.plan.router import RANK, Router
 from routing.plan.scratch import Scratch
 from routing.plan.turns import positions_frame
 
@@ -303,12 +303,12 @@ def _plan_batch(
         # one action: whether there are copies, and the queues their moves created
         made = (
             entering.groupBy(created_queue(topology).alias("queue"))
-            .agg(F.min(F.struct(F.unix_micros("sent_at").alias("at"), "_rank")).alias("first"))
+            .agg(F.min(F.struct(F.unix_micros("sent_at").alias("at"), RANK)).alias("first"))
             .collect()
         )
         if not made:
             break
-        found += [(r.queue, (r.first["at"], r.first["_rank"])) for r in made if r.queue is not None]
+        found += [(r.queue, (r.first["at"], r.first[RANK])) for r in made if r.queue is not None]
         known = created_moments(known, found)
     rejected.append(_no_such_message(waiting))
 

@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 from routing.broker.config import ROUTING_TYPES
 from routing.broker.ids import COPY_ID_BASE
 from routing.broker.layout import ADDRESSES, DELIVERIES, MANAGEMENT
+from routing.broker.topology import MESSAGE_RANK
 from routing.plan import journal, schemas
 from routing.plan._columns import literal_map, union_of
 from routing.plan.breadcrumbs import ORIG_MESSAGE_ID, ORIG_QUEUE
@@ -32,12 +33,13 @@ from routing.plan.deliveries import (
     TO_QUEUE,
 )
 from routing.plan.ids import copy_id
+from routing.plan.router import entering
 from routing.plan.scratch import Scratch
 
 
 @dataclass
 class Inputs:
-    messages: DataFrame  # message rows + _hops, _dla_hint, _source, _rank
+    messages: DataFrame  # message rows entering routing (+ routing.plan.router.entering)
     deliveries: DataFrame  # fold events (routing.plan.deliveries.EVENT_COLUMNS)
     by_id: DataFrame  # management rows naming a message: fold events
     by_filter: DataFrame  # management rows naming a filter (op, queue, filter, at, TO_QUEUE,
@@ -119,8 +121,7 @@ def classify(
     to_queue_known = exists(F.col("to_queue"), F.col("at"), rank)
     rejected = F.col("_reason").isNotNull()
     classified = (
-        events.withColumn("_source", F.col("source"))
-        .withColumn("_own", is_message & own_copy())
+        events.withColumn("_own", is_message & own_copy())
         .withColumn(
             "_reason",
             F.when(is_message & ~F.col("_own"), _message_reason())
@@ -159,11 +160,7 @@ def split(classified: DataFrame, bad_filters: Mapping[str, str]) -> Inputs:
     rows = classified.withColumn("_reason", reason)
     valid = F.col("_reason").isNull() & ~F.col("_own")
     messages = rows.where(is_message & valid).select(
-        *schemas.MESSAGE.names,
-        F.lit(0).alias("_hops"),
-        F.lit(False).alias("_dla_hint"),
-        "_source",
-        F.lit(0).alias("_rank"),
+        *schemas.MESSAGE.names, *entering(F.col("source"), rank=F.lit(MESSAGE_RANK))
     )
     rejected = journal.rejected_rows(
         rows.where(F.col("_reason").isNotNull()),
