@@ -58,7 +58,7 @@ from routing.plan.deliveries import (
 from routing.plan.expiry import expires_at
 from routing.plan.facts import exists_at, queue_facts
 from routing.plan.filters import matches
-from routing.plan.inputs import classify, is_message_row, split
+from routing.plan.inputs import OWN, classify, is_message_row, split, to_route
 from routing.plan.router import RANK, Router
 from routing.plan.scratch import Scratch
 from routing.plan.turns import positions_frame
@@ -229,8 +229,8 @@ def _plan_batch(
         F.max(F.unix_micros(F.coalesce("sent_at", "at"))).alias("latest"),
         F.collect_set(F.when(F.col("source") == MANAGEMENT, F.col("filter"))).alias("filters"),
         F.count(F.lit(1)).alias("rows"),
-        F.count_if(F.col("_own")).alias("own_copies"),
-        F.count_if(is_message_row() & F.col("_reason").isNull() & ~F.col("_own")).alias("routed"),
+        F.count_if(F.col(OWN)).alias("own_copies"),
+        F.count_if(to_route()).alias("routed"),
         F.count_if(~is_message_row() & (F.col("message_id") >= COPY_ID_BASE)).alias("copy_events"),
         F.count_if((F.col("source") == MANAGEMENT) & F.col("message_id").isNull()).alias(
             "filter_ops"

@@ -36,6 +36,11 @@ from routing.plan.ids import copy_id
 from routing.plan.router import entering
 from routing.plan.scratch import Scratch
 
+REASON, OWN, ROW_JSON = "_reason", "_own", "_row"
+CLASSIFIED = (REASON, OWN, ROW_JSON)
+"""What :func:`classify` adds to every input row: why it is rejected (null: valid),
+whether it is the job's own copy read back, and its JSON for ``rejected.row``."""
+
 
 @dataclass
 class Inputs:
@@ -68,6 +73,11 @@ def is_message_row() -> Column:
     return F.col("source").startswith(f"{ADDRESSES}/")
 
 
+def to_route() -> Column:
+    """A classified row is a producer's message to route: valid, not the job's own copy."""
+    return is_message_row() & F.col(REASON).isNull() & ~F.col(OWN)
+
+
 def own_copy() -> Column:
     """True for a row the job wrote: its id is the copy id of the hop its breadcrumbs name."""
     props = F.col("properties")
@@ -97,8 +107,9 @@ def classify(
     taken: DataFrame | None = None,
     exists: Callable[[Column, Column, Column], Column] | None = None,
 ) -> DataFrame:
-    """Every input row with ``_reason`` (why it is rejected, null if valid), ``_own`` (the
-    job's own copy read back) and ``_row`` (its JSON for ``rejected``), checkpointed.
+    """Every input row with :data:`CLASSIFIED`, checkpointed: ``_reason`` (why it is
+    rejected, null if valid), ``_own`` (the job's own copy read back) and ``_row`` (its
+    JSON for ``rejected``).
 
     ``taken`` holds the producer ids earlier batches accepted (``message_id``): a row
     reusing one is a duplicate. Management filters are checked afterwards
@@ -119,18 +130,18 @@ def classify(
     rank = F.when(is_delivery, F.lit(DELIVERY_KIND)).otherwise(F.lit(MANAGEMENT_KIND))
     queue_known = exists(F.col("queue"), F.col("at"), rank)
     to_queue_known = exists(F.col("to_queue"), F.col("at"), rank)
-    rejected = F.col("_reason").isNotNull()
+    rejected = F.col(REASON).isNotNull()
     classified = (
-        events.withColumn("_own", is_message & own_copy())
+        events.withColumn(OWN, is_message & own_copy())
         .withColumn(
-            "_reason",
-            F.when(is_message & ~F.col("_own"), _message_reason())
+            REASON,
+            F.when(is_message & ~F.col(OWN), _message_reason())
             .when(is_delivery, _delivery_reason(queue_known))
             .when(~is_message, _management_reason(queue_known, to_queue_known)),
         )
         .transform(lambda rows: _reject_duplicates(rows, taken))
         .withColumn(
-            "_row",
+            ROW_JSON,
             F.coalesce(
                 F.col("raw"),
                 # only a row rejected here reads its JSON (one rejected later, when it meets
@@ -151,22 +162,22 @@ def split(classified: DataFrame, bad_filters: Mapping[str, str]) -> Inputs:
     is_management = F.col("source") == MANAGEMENT
     bad_filter = literal_map(bad_filters)[F.col("filter")]
     reason = F.coalesce(
-        F.col("_reason"),
+        F.col(REASON),
         F.when(
             is_management & bad_filter.isNotNull(),
             F.concat(F.lit("filter does not parse: "), bad_filter),
         ),
     )
-    rows = classified.withColumn("_reason", reason)
-    valid = F.col("_reason").isNull() & ~F.col("_own")
+    rows = classified.withColumn(REASON, reason)
+    valid = F.col(REASON).isNull() & ~F.col(OWN)
     messages = rows.where(is_message & valid).select(
         *schemas.MESSAGE.names, *entering(F.col("source"), rank=F.lit(MESSAGE_RANK))
     )
     rejected = journal.rejected_rows(
-        rows.where(F.col("_reason").isNotNull()),
+        rows.where(F.col(REASON).isNotNull()),
         source=F.col("source"),
-        row=F.col("_row"),
-        reason=F.col("_reason"),
+        row=F.col(ROW_JSON),
+        reason=F.col(REASON),
         at=F.coalesce("sent_at", "at"),
     )
     management = rows.where(is_management & valid)
@@ -272,7 +283,7 @@ def _reject_duplicates(rows: DataFrame, taken: DataFrame | None = None) -> DataF
     Found on the ids alone (an aggregate, and a semi-join with ``taken``); the few ids
     found are broadcast back to the rows, which are never shuffled for this.
     """
-    candidate = is_message_row() & F.col("_reason").isNull() & ~F.col("_own")
+    candidate = to_route()
     order = F.struct("source", "version", "file", "row")
     ids = rows.where(candidate).select("message_id", order.alias("_order"))
     found = [
@@ -304,11 +315,11 @@ def _reject_duplicates(rows: DataFrame, taken: DataFrame | None = None) -> DataF
     return (
         rows.join(F.broadcast(clashes), "message_id", "left")
         .withColumn(
-            "_reason",
+            REASON,
             F.when(
                 duplicate,
                 F.concat(F.lit("duplicate message_id "), F.col("message_id").cast("string")),
-            ).otherwise(F.col("_reason")),
+            ).otherwise(F.col(REASON)),
         )
         .drop("_first", "_taken")
     )
