@@ -48,7 +48,7 @@ from routing.broker import layout
 from routing.io import lake
 from routing.io.delta_tables import DataFile, TableFiles, arrow_schema, is_table
 from routing.plan._columns import literal_map, union_of
-from routing.plan.normalise import EVENT, kind_of, normalise
+from routing.plan.normalise import EVENT, POSITION, kind_of, normalise
 
 UNBOUNDED = 1 << 62
 """``until`` of an offset with no time bound (µs; far beyond any real time)."""
@@ -137,9 +137,11 @@ def read_events(spark: SparkSession, slices: Sequence[Row]) -> DataFrame:
             .parquet(*[p.location for p in pieces])
             .withColumns(
                 {
-                    "_version": literal_map({n: p.version for n, p in names.items()}, "long")[name],
-                    "_file": literal_map({n: p.file for n, p in names.items()})[name],
-                    "_row": F.col("_metadata.row_index"),
+                    POSITION["version"]: literal_map(
+                        {n: p.version for n, p in names.items()}, "long"
+                    )[name],
+                    POSITION["file"]: literal_map({n: p.file for n, p in names.items()})[name],
+                    POSITION["row"]: F.col("_metadata.row_index"),
                 }
             )
         )

@@ -34,7 +34,7 @@ from routing.broker.state import JobState
 from routing.broker.topology import Created, Topology
 from routing.plan import schemas
 from routing.plan._columns import literal_map, union_all, union_of
-from routing.plan.batch import BatchResult, batch_values
+from routing.plan.batch import BatchResult, batch_value, batch_values
 from routing.plan.breadcrumbs import ORIG_ADDRESS
 from routing.plan.deliveries import (
     BY_FILTER,
@@ -89,7 +89,7 @@ def expiries(in_play: DataFrame, clock: DataFrame) -> DataFrame:
 
     :param clock: :func:`batch_values` with ``clock``.
     """
-    due = expires_at(F.col("_clock"))
+    due = expires_at(batch_value("clock"))
     return (
         in_play.crossJoin(clock)
         .where(due.isNotNull())

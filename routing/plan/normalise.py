@@ -105,7 +105,8 @@ EVENT_SCHEMA: StructType = from_arrow_schema(EVENT)
 """The Spark schema of what :func:`normalise` returns."""
 
 POSITION = {"version": "_version", "file": "_file", "row": "_row"}
-"""EVENT's position columns and the reader's columns they come from."""
+"""EVENT's position columns and the reader's columns they come from: what the reader
+(:func:`routing.io.lake_events.read_events`) adds to a table's rows."""
 
 _RAW_PREFIX = "_producer_"
 """Private name of a producer's column kept, as written, for ``raw``."""
