@@ -25,6 +25,12 @@ from deltalake import DeltaTable
 
 NOT_DATA = frozenset({"OPTIMIZE", "VACUUM START", "VACUUM END", "SET TBLPROPERTIES"})
 """Operations whose added files hold no new rows (a compaction rewrites rows already there)."""
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def epoch_micros(moment: dt.datetime) -> int:
+    """Epoch µs of a time with a zone, exact (``timestamp()`` is a float in seconds)."""
+    return (moment - _EPOCH) // dt.timedelta(microseconds=1)
 
 
 def is_table(location: str) -> bool:
@@ -151,5 +157,5 @@ def _upper_bound(value: object) -> int | None:
     cut between the two never leaves the row behind.
     """
     if isinstance(value, dt.datetime) and value.tzinfo is not None:
-        return int(value.timestamp()) * 1_000_000 + value.microsecond + 999
+        return epoch_micros(value) + 999
     return None
