@@ -23,6 +23,8 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import DeltaTable
 
+from routing.broker.layout import DELTA_LOG
+
 NOT_DATA = frozenset({"OPTIMIZE", "VACUUM START", "VACUUM END", "SET TBLPROPERTIES"})
 """Operations whose added files hold no new rows (a compaction rewrites rows already there)."""
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
@@ -35,7 +37,7 @@ def epoch_micros(moment: dt.datetime) -> int:
 
 def is_table(location: str) -> bool:
     """True when ``location`` holds a Delta table (a ``_delta_log`` folder with a commit)."""
-    return Path(location, "_delta_log").is_dir() and DeltaTable.is_deltatable(location)
+    return Path(location, DELTA_LOG).is_dir() and DeltaTable.is_deltatable(location)
 
 
 def table_version(location: str) -> int:
