@@ -29,12 +29,14 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from bench import Figure
-from routing.broker.config import parse_config
+from routing.broker import layout
+from routing.broker.config import ANYCAST, MULTICAST, parse_config
+from routing.broker.ids import DIVERT
 from routing.broker.topology import Topology
 from routing.plan import journal, schemas
 from routing.plan._columns import tagged_union, union_all
-from routing.plan.copies import DIVERT, make_copies
-from routing.plan.router import Router
+from routing.plan.copies import make_copies
+from routing.plan.router import Router, entering
 from routing.plan.scratch import Scratch
 from routing.plan.turns import positions_frame
 
@@ -92,8 +94,8 @@ def message_rows(spark: SparkSession, rows: int) -> DataFrame:
     return spark.range(rows).select(
         F.col("id").alias("message_id"),
         address.alias("address"),
-        F.when(h % 10 == 0, F.lit("MULTICAST"))
-        .when(h % 10 == 1, F.lit("ANYCAST"))
+        F.when(h % 10 == 0, F.lit(MULTICAST))
+        .when(h % 10 == 1, F.lit(ANYCAST))
         .cast("string")
         .alias("routing_type"),
         sent_at.alias("sent_at"),
@@ -112,9 +114,7 @@ def message_rows(spark: SparkSession, rows: int) -> DataFrame:
         F.encode(F.concat(F.lit("payload-"), F.col("id").cast("string")), "UTF-8").alias("body"),
         F.lit(None).cast("string").alias("copy_reason"),
         F.lit(None).cast("string").alias("to_queue"),
-        F.lit(0).alias("_hops"),
-        F.lit(False).alias("_dla_hint"),
-        F.concat(F.lit("addresses/"), address).alias("_source"),
+        *entering(F.concat(F.lit(f"{layout.ADDRESSES}/"), address)),
     )
 
 

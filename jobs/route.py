@@ -34,7 +34,13 @@ from routing.broker.layout import JOURNAL, REJECTED, address_of_source, is_addre
 from routing.broker.state import JobState
 from routing.broker.topology import Topology
 from routing.io.lake import Lake
-from routing.io.lake_events import LakeSchemaError, check_lake, parse_as_of, read_events
+from routing.io.lake_events import (
+    LakeSchemaError,
+    check_lake,
+    parse_as_of,
+    read_events,
+    stream_options,
+)
 from routing.io.storage import DeltaStorage, Storage, count_key, outputs, tables_written
 from routing.plan import journal
 from routing.plan.batch import BatchResult
@@ -182,15 +188,19 @@ def figures(result: BatchResult, written: dict[str, int]) -> dict[str, int]:
 
 
 def run(
-    args: argparse.Namespace, spark: SparkSession, lake: Lake, topology: Topology, out: TextIO
+    args: argparse.Namespace,
+    spark: SparkSession,
+    lake: Lake,
+    topology: Topology,
+    out: TextIO,
+    as_of: int | None = None,
 ) -> int:
-    as_of = parse_as_of(args.as_of) if args.as_of else None
+    """Run the query over ``lake`` until it is done (``--available-now``) or stopped.
+
+    :param as_of: ``--as-of`` as :func:`routing.io.lake_events.parse_as_of` read it.
+    """
     runner = BatchRunner(spark, lake, topology, as_of, out)
-    options = {}
-    if args.as_of:
-        options["asOf"] = str(as_of)
-    if args.max_events_per_trigger:
-        options["maxEventsPerTrigger"] = str(args.max_events_per_trigger)
+    options = stream_options(as_of=as_of, max_events_per_trigger=args.max_events_per_trigger)
     writer = (
         runner.storage.events(spark, options)
         .writeStream.foreachBatch(runner)
@@ -241,8 +251,7 @@ def main(
     configure(args.verbose, err)
     try:
         config = load_config(args.conf)
-        if args.as_of:
-            parse_as_of(args.as_of)
+        as_of = parse_as_of(args.as_of) if args.as_of else None
     except ConfigError as error:
         print(f"configuration error: {error}", file=err)
         log.debug("configuration error", exc_info=error)
@@ -264,7 +273,7 @@ def main(
 
         spark = build_session("jobs.route")
     try:
-        return run(args, spark, lake, Topology(config), out)
+        return run(args, spark, lake, Topology(config), out, as_of)
     except Exception as error:  # a failed batch or an unreadable table: say what, exit non-zero
         print(f"job failed: {error}", file=err)
         log.debug("job failed", exc_info=error)

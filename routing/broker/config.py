@@ -46,7 +46,9 @@ from routing.broker.validation import (
 )
 
 __all__ = [
-    "QUEUE_ROUTING_TYPES",
+    "ANYCAST",
+    "MULTICAST",
+    "ROUTING_TYPES",
     "AddressConfig",
     "BrokerConfig",
     "ConfigError",
@@ -57,8 +59,10 @@ __all__ = [
     "parse_config",
 ]
 
-QUEUE_ROUTING_TYPES = ("ANYCAST", "MULTICAST")
-_LEGACY_QUEUE_ROUTING_TYPE = "MULTICAST"  # ActiveMQDefaultConfiguration.DEFAULT_ROUTING_TYPE
+ANYCAST, MULTICAST = "ANYCAST", "MULTICAST"
+ROUTING_TYPES = (ANYCAST, MULTICAST)
+"""The routing types of a queue, an address, and a message's ``routing_type`` (SPEC §3.1)."""
+_LEGACY_QUEUE_ROUTING_TYPE = MULTICAST  # ActiveMQDefaultConfiguration.DEFAULT_ROUTING_TYPE
 _XINCLUDE_NS = "http://www.w3.org/2001/XInclude"
 _PLACEHOLDER = re.compile(r"\$\{([^}]*)\}")
 
@@ -76,7 +80,7 @@ class QueueConfig:
     filter: str | None = None
 
     def __post_init__(self) -> None:
-        if self.routing_type not in QUEUE_ROUTING_TYPES:
+        if self.routing_type not in ROUTING_TYPES:
             raise ConfigError(
                 f"queue '{self.name}' on address '{self.address}': unknown routing type "
                 f"'{self.routing_type}'; expected ANYCAST or MULTICAST"
@@ -103,7 +107,7 @@ class AddressConfig:
                     f"address '{self.name}': queue '{queue.name}' names address '{queue.address}'"
                 )
         types = frozenset(self.routing_types) | {q.routing_type for q in queues}
-        unknown = sorted(types - set(QUEUE_ROUTING_TYPES))
+        unknown = sorted(types - set(ROUTING_TYPES))
         if unknown:
             raise ConfigError(
                 f"address '{self.name}': unknown routing type '{unknown[0]}'; "

@@ -40,7 +40,18 @@ from __future__ import annotations
 
 import hashlib
 
-__all__ = ["COPY_ID_BASE", "COPY_ID_VERSION", "NULL_MARK", "copy_id_py"]
+__all__ = [
+    "COPY_ID_BASE",
+    "COPY_ID_VERSION",
+    "COPY_REASONS",
+    "DEAD_LETTER",
+    "DIVERT",
+    "EXPIRY",
+    "MOVE",
+    "NULL_MARK",
+    "RETRY",
+    "copy_id_py",
+]
 
 COPY_ID_BASE: int = 1 << 62
 """Smallest copy id; producer ids are below it."""
@@ -50,6 +61,11 @@ COPY_ID_VERSION: str = "copy-id/v1|"
 
 NULL_MARK = "-"
 """How a null component is encoded (its length-prefixed form otherwise)."""
+
+DIVERT, DEAD_LETTER, EXPIRY, MOVE, RETRY = "DIVERT", "DEAD_LETTER", "EXPIRY", "MOVE", "RETRY"
+COPY_REASONS = (DIVERT, DEAD_LETTER, EXPIRY, MOVE, RETRY)
+"""The hops that make a copy: its ``copy_reason``, hashed into its id. A dead letter's
+(an expiry's) is also the kind of queue it auto-creates (``Queue.auto_created``)."""
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 

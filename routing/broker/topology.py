@@ -31,12 +31,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
-from routing.broker.config import BrokerConfig, DivertConfig
+from routing.broker.config import MULTICAST, BrokerConfig, DivertConfig
+from routing.broker.ids import DEAD_LETTER, EXPIRY
 from routing.broker.settings import AddressSettings
 
-ANYCAST = "ANYCAST"
-MULTICAST = "MULTICAST"
-DEAD_LETTER, EXPIRY = "DEAD_LETTER", "EXPIRY"
 MESSAGE_RANK, EXPIRY_RANK, DELIVERY_RANK, MANAGEMENT_RANK = 0, 1, 2, 3
 RANKS = 4
 """What happens at one instant applies in this order (SPEC §5.4): message rows (and the

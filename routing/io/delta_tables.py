@@ -23,13 +23,21 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import DeltaTable
 
+from routing.broker.layout import DELTA_LOG
+
 NOT_DATA = frozenset({"OPTIMIZE", "VACUUM START", "VACUUM END", "SET TBLPROPERTIES"})
 """Operations whose added files hold no new rows (a compaction rewrites rows already there)."""
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def epoch_micros(moment: dt.datetime) -> int:
+    """Epoch µs of a time with a zone, exact (``timestamp()`` is a float in seconds)."""
+    return (moment - _EPOCH) // dt.timedelta(microseconds=1)
 
 
 def is_table(location: str) -> bool:
     """True when ``location`` holds a Delta table (a ``_delta_log`` folder with a commit)."""
-    return Path(location, "_delta_log").is_dir() and DeltaTable.is_deltatable(location)
+    return Path(location, DELTA_LOG).is_dir() and DeltaTable.is_deltatable(location)
 
 
 def table_version(location: str) -> int:
@@ -151,5 +159,5 @@ def _upper_bound(value: object) -> int | None:
     cut between the two never leaves the row behind.
     """
     if isinstance(value, dt.datetime) and value.tzinfo is not None:
-        return int(value.timestamp()) * 1_000_000 + value.microsecond + 999
+        return epoch_micros(value) + 999
     return None

@@ -14,6 +14,7 @@ from routing.broker.layout import (
     ADDRESSES,
     CHECKPOINTS,
     DELIVERIES,
+    DELTA_LOG,
     JOURNAL,
     MANAGEMENT,
     PRODUCER_IDS,
@@ -76,7 +77,5 @@ class Lake:
         if not base.is_dir():
             return []
         return sorted(
-            f"{ADDRESSES}/{entry.name}"
-            for entry in base.iterdir()
-            if (entry / "_delta_log").is_dir()
+            f"{ADDRESSES}/{entry.name}" for entry in base.iterdir() if (entry / DELTA_LOG).is_dir()
         )

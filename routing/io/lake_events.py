@@ -46,13 +46,16 @@ from pyspark.sql.types import StructType
 
 from routing.broker import layout
 from routing.io import lake
-from routing.io.delta_tables import DataFile, TableFiles, arrow_schema, is_table
+from routing.io.delta_tables import DataFile, TableFiles, arrow_schema, epoch_micros, is_table
 from routing.plan._columns import literal_map, union_of
-from routing.plan.normalise import EVENT, kind_of, normalise
+from routing.plan.normalise import EVENT, POSITION, kind_of, normalise
 
 UNBOUNDED = 1 << 62
 """``until`` of an offset with no time bound (µs; far beyond any real time)."""
 NO_AS_OF = -(1 << 62)
+
+AS_OF, MAX_EVENTS_PER_TRIGGER = "asOf", "maxEventsPerTrigger"
+"""The source's options (:func:`stream_options` sets them, the reader reads them)."""
 
 
 class LakeSchemaError(ValueError):
@@ -137,9 +140,11 @@ def read_events(spark: SparkSession, slices: Sequence[Row]) -> DataFrame:
             .parquet(*[p.location for p in pieces])
             .withColumns(
                 {
-                    "_version": literal_map({n: p.version for n, p in names.items()}, "long")[name],
-                    "_file": literal_map({n: p.file for n, p in names.items()})[name],
-                    "_row": F.col("_metadata.row_index"),
+                    POSITION["version"]: literal_map(
+                        {n: p.version for n, p in names.items()}, "long"
+                    )[name],
+                    POSITION["file"]: literal_map({n: p.file for n, p in names.items()})[name],
+                    POSITION["row"]: F.col("_metadata.row_index"),
                 }
             )
         )
@@ -176,11 +181,11 @@ class LakeEventsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """
 
     def __init__(self, root: str, options: Mapping[str, str]) -> None:
+        """:param options: the source's options, keys lower-cased (as Spark hands them)."""
         self.lake = lake.Lake(root)
-        self.max_events = (
-            int(options["maxeventspertrigger"]) if "maxeventspertrigger" in options else None
-        )
-        self.as_of = parse_as_of(options.get("asof"))
+        limit = options.get(MAX_EVENTS_PER_TRIGGER.lower())
+        self.max_events = int(limit) if limit is not None else None
+        self.as_of = parse_as_of(options.get(AS_OF.lower()))
         self.cap: dict[str, int] | None = None
         self._logs: dict[str, TableFiles] = {}
         self._schemas: dict[tuple[str, int], str] = {}
@@ -301,7 +306,30 @@ def _cut(files: Sequence[DataFile], max_rows: int) -> int:
     return UNBOUNDED
 
 
+def stream_options(
+    *, as_of: int | None = None, max_events_per_trigger: int | None = None
+) -> dict[str, str]:
+    """The source's options for ``--as-of`` (epoch µs, :func:`parse_as_of`) and a rate
+    limit (rows a batch; None or 0: none); an option not given is left out.
+
+    Example::
+
+        spark.readStream.format("lake_events").options(**stream_options(as_of=t)).load(root)
+    """
+    options = {}
+    if as_of is not None:
+        options[AS_OF] = str(as_of)
+    if max_events_per_trigger:
+        options[MAX_EVENTS_PER_TRIGGER] = str(max_events_per_trigger)
+    return options
+
+
 def parse_as_of(value: str | None) -> int:
+    """``--as-of`` (the ``asOf`` option) as epoch µs: an integer, or an ISO-8601 time with
+    a zone (:data:`NO_AS_OF` when absent).
+
+    :raises ValueError: any other text.
+    """
     if value is None or value == "":
         return NO_AS_OF
     if value.lstrip("-").isdigit():
@@ -340,7 +368,7 @@ def micros_of_iso(text: str) -> int | None:
         return None
     if moment.tzinfo is None:
         return None
-    return int(moment.timestamp()) * 1_000_000 + moment.microsecond
+    return epoch_micros(moment)
 
 
 def register(spark: SparkSession) -> None:

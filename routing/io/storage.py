@@ -42,7 +42,7 @@ from routing.io.delta_tables import file_count, is_table, last_user_metadata, tr
 from routing.io.lake import Lake
 from routing.plan import schemas
 from routing.plan._columns import tagged_union
-from routing.plan.batch import BatchResult, batch_values
+from routing.plan.batch import BatchResult, batch_value, batch_values
 from routing.plan.scratch import Scratch
 
 TABLE = "_table"
@@ -274,7 +274,7 @@ class DeltaStorage:
         return (
             spark.read.format("delta")
             .load(self.lake.queue_messages)
-            .where(F.col(schemas.QUEUE_MESSAGES_PARTITION) == "PENDING")
+            .where(F.col(schemas.QUEUE_MESSAGES_PARTITION) == schemas.PENDING)
             .select(*schemas.QUEUE_MESSAGE.names)
         )
 
@@ -294,7 +294,7 @@ class DeltaStorage:
             spark.read.format("delta")
             .load(self.lake.producer_ids)
             .crossJoin(batch_values(spark, batch=batch_id))
-            .where(F.col("batch_id") < F.col("_batch"))
+            .where(F.col("batch_id") < batch_value("batch"))
             .select("message_id")
         )
 

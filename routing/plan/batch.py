@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-__all__ = ["BatchResult", "batch_values"]
+__all__ = ["BatchResult", "batch_value", "batch_values"]
 
 
 @dataclass
@@ -31,12 +31,26 @@ class BatchResult:
 
 
 def batch_values(spark: SparkSession, **values: int | None) -> DataFrame:
-    """One row of the batch's own values (``_<name>`` bigint columns), to join where a plan
-    needs them.
+    """One row of the batch's own values (bigint columns, read by :func:`batch_value`), to
+    join where a plan needs them.
 
     Values of a batch (its id, the lake clock) are passed as data, never as literals:
     Spark compiles literals into the generated code, and a plan that differs in a literal
     from the previous batch's is compiled again (about 250 ms a class).
     """
-    names = ", ".join(f"_{name} bigint" for name in values)
+    names = ", ".join(f"{_column(name)} bigint" for name in values)
     return F.broadcast(spark.createDataFrame([tuple(values.values())], names))
+
+
+def batch_value(name: str) -> Column:
+    """The value ``name`` of :func:`batch_values`' row, as a Column of the rows it is joined to.
+
+    Example::
+
+        rows.crossJoin(batch_values(spark, clock=clock)).where(F.col("at") <= batch_value("clock"))
+    """
+    return F.col(_column(name))
+
+
+def _column(name: str) -> str:
+    return f"_{name}"

@@ -20,14 +20,12 @@ from collections.abc import Callable
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from routing.broker.config import ROUTING_TYPES
 from routing.plan import schemas
-from routing.plan.breadcrumbs import rebuild_breadcrumbs
+from routing.plan.breadcrumbs import ORIG_ROUTING_TYPE, rebuild_breadcrumbs
 from routing.plan.ids import copy_id
 
-DIVERT, DEAD_LETTER, EXPIRY, MOVE, RETRY = "DIVERT", "DEAD_LETTER", "EXPIRY", "MOVE", "RETRY"
-ROUTING_TYPES = ("ANYCAST", "MULTICAST")
 ACTUAL_EXPIRY = "_AMQ_ACTUAL_EXPIRY"
-ORIG_ROUTING_TYPE = "_AMQ_ORIG_ROUTING_TYPE"
 
 
 def valid_routing_type(value: Column) -> Column:
@@ -53,7 +51,7 @@ def make_copies(
 ) -> Callable[[DataFrame], DataFrame]:
     """Replace each row's message columns by those of its copy; other columns stay.
 
-    :param reason: ``copy_reason`` (DIVERT, DEAD_LETTER, EXPIRY, MOVE, RETRY).
+    :param reason: ``copy_reason`` (:data:`routing.broker.ids.COPY_REASONS`).
     :param left: the queue or divert the parent left (null: no ``_AMQ_ORIG_QUEUE``).
     :param target_address: the address the copy is sent to.
     :param at: when the copy is made (its ``sent_at``).

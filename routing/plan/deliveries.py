@@ -34,49 +34,61 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from routing.broker.ids import DEAD_LETTER, EXPIRY, MOVE, RETRY
 from routing.broker.layout import DELIVERIES
-from routing.plan import journal, schemas
+from routing.plan import journal, schemas, sequences
 from routing.plan._columns import literal_map, union_of
 from routing.plan.breadcrumbs import ORIG_ADDRESS, ORIG_QUEUE
-from routing.plan.copies import ACTUAL_EXPIRY, DEAD_LETTER, EXPIRY, MOVE, RETRY, make_copies
+from routing.plan.copies import ACTUAL_EXPIRY, make_copies
 from routing.plan.facts import moment
 from routing.plan.ids import copy_id
+from routing.plan.router import entering
 from routing.plan.scratch import Scratch
 from routing.plan.sequences import in_order
 
 EXPIRE_KIND, DELIVERY_KIND, MANAGEMENT_KIND = 1, 2, 3
 ACK, ROLLBACK = "ACK", "ROLLBACK"
+OUTCOMES = (ACK, ROLLBACK)
+"""A delivery's ``outcome`` (SPEC §3.2)."""
 OP_MOVE, OP_RETRY, OP_SEND_TO_DLA = "MOVE", "RETRY", "SEND_TO_DLA"
+OPS = (OP_MOVE, OP_RETRY, OP_SEND_TO_DLA)
+"""A management row's ``op`` (SPEC §3.3)."""
 KEY = ("queue", "message_id")
-ORDER = ("at", "_kind", "_o_source", "_o_version", "_o_file", "_o_row")
 
-EVENT_WHAT = ("outcome", "op", "_to_queue")
+KIND = "_kind"
+"""An event's kind (``*_KIND``), which is its rank at its instant."""
+TO_QUEUE = "_to_queue"
+"""A MOVE's destination queue (the management row's ``to_queue``)."""
+BY_FILTER = "_by_filter"
+"""The event is a management row's expanded from its filter: it never named the message,
+so where it does not apply it is skipped, not rejected."""
+O_SOURCE, O_VERSION, O_FILE, O_ROW = "_o_source", "_o_version", "_o_file", "_o_row"
+
+EVENT_WHAT = ("outcome", "op", TO_QUEUE)
 """What an event does: a delivery's outcome, a management row's op and MOVE target."""
-EVENT_ORDER = ORDER[2:]
+EVENT_ORDER = (O_SOURCE, O_VERSION, O_FILE, O_ROW)
 """Where an event was read: source table, version, file, row (``_o_*``)."""
-EVENT_COLUMNS = (
-    "queue",
-    "message_id",
-    "at",
-    "_kind",
-    *EVENT_WHAT,
-    "_by_filter",
-    *EVENT_ORDER,
-)
-"""Columns of the events the fold takes (deliveries, management rows, expiries).
-``_to_queue`` is a MOVE's destination; ``_o_*`` the input order (source table, version,
-file, row). Events stay narrow: the input row of an event that is rejected is rebuilt
-from these columns (:func:`event_row`)."""
+ORDER = ("at", KIND, *EVENT_ORDER)
+"""The order of a (queue, message)'s events (SPEC §5.4)."""
+EVENT_COLUMNS = (*KEY, "at", KIND, *EVENT_WHAT, BY_FILTER, *EVENT_ORDER)
+"""Columns of the events the fold takes (deliveries, management rows, expiries), whoever
+makes them (:mod:`routing.plan.inputs`, :mod:`routing.plan.engine`). Events stay narrow:
+the input row of an event that is rejected is rebuilt from these columns
+(:func:`event_row`)."""
 
 CHANGED = ("status", "delivery_count", "redeliver_at", "status_at")
 """The queue-row columns an event changes."""
 
 STATE_COLUMNS = (*KEY, "delivery_count", "redeliver_at", "routed_at", "status_at")
 """What the fold reads of a queue row, besides the breadcrumbs a RETRY goes back to."""
+RETRY_QUEUE, RETRY_ADDRESS = "_orig_queue", "_orig_address"
+"""Where a RETRY sends the message back: the ``_AMQ_ORIG_QUEUE`` (``_AMQ_ORIG_ADDRESS``)
+it carries. :func:`fold_state` is STATE_COLUMNS and these."""
 
-MOVE_COLUMNS = (*KEY, "at", "_kind", "_end", "_target", "_target_queue")
+END, TARGET, TARGET_QUEUE = "_end", "_target", "_target_queue"
+MOVE_COLUMNS = (*KEY, "at", KIND, END, TARGET, TARGET_QUEUE)
 """A move: the message leaving ``queue`` at ``at`` for ``_target`` (``_target_queue``),
-made by an event of ``_kind``."""
+made by an event of ``_kind``; ``_end`` is the copy's reason."""
 
 
 @dataclass
@@ -99,8 +111,8 @@ def fold_state(queue_rows: DataFrame) -> DataFrame:
     props = F.col("properties")
     return queue_rows.select(
         *STATE_COLUMNS,
-        props.getItem(ORIG_QUEUE).alias("_orig_queue"),
-        props.getItem(ORIG_ADDRESS).alias("_orig_address"),
+        props.getItem(ORIG_QUEUE).alias(RETRY_QUEUE),
+        props.getItem(ORIG_ADDRESS).alias(RETRY_ADDRESS),
     )
 
 
@@ -121,8 +133,8 @@ def no_pending_message() -> Column:
 def retry_target_ok(queue_addresses: Mapping[str, str], exists: Column | None = None) -> Column:
     """RETRY needs ``_AMQ_ORIG_QUEUE`` naming a queue on the ``_AMQ_ORIG_ADDRESS`` it carries
     (and that exists at the event's time: ``exists``, over ``_orig_queue`` and ``at``)."""
-    target = literal_map(queue_addresses)[F.col("_orig_queue")]
-    ok = F.coalesce(target == F.col("_orig_address"), F.lit(False))
+    target = literal_map(queue_addresses)[F.col(RETRY_QUEUE)]
+    ok = F.coalesce(target == F.col(RETRY_ADDRESS), F.lit(False))
     return ok if exists is None else ok & exists
 
 
@@ -145,12 +157,12 @@ def fold(
         queue of ``queue_addresses`` always does).
     """
     known = F.col("routed_at").isNotNull()
-    is_op = F.col("_kind") == MANAGEMENT_KIND
+    is_op = F.col(KIND) == MANAGEMENT_KIND
     valid = (
         ~is_op | (F.col("op") != OP_RETRY) | retry_target_ok(queue_addresses, retry_target_exists)
     )
     early = F.col("at") < F.col("routed_at")
-    quietly = F.col("_by_filter") | (F.col("_kind") == EXPIRE_KIND)
+    quietly = F.col(BY_FILTER) | (F.col(KIND) == EXPIRE_KIND)
     refusal = F.when(
         known & ~valid,
         F.lit(
@@ -159,18 +171,18 @@ def fold(
     ).when(known & early, F.lit("the message was not yet in the queue at that time"))
     eligible = known & F.col("_refusal").isNull()
 
-    rollback = eligible & (F.col("_kind") == DELIVERY_KIND) & (F.col("outcome") == ROLLBACK)
-    ack = eligible & (F.col("_kind") == DELIVERY_KIND) & (F.col("outcome") == ACK)
+    rollback = eligible & (F.col(KIND) == DELIVERY_KIND) & (F.col("outcome") == ROLLBACK)
+    ack = eligible & (F.col(KIND) == DELIVERY_KIND) & (F.col("outcome") == ACK)
     joined = (
         events.join(state, list(KEY), "left")
         .join(facts.select("queue", "max_delivery_attempts"), "queue", "left")
         .withColumn("_refusal", refusal)
         .withColumns(
             {
-                "_eligible": eligible,
-                "_rollback": rollback,
-                "_ack": ack,
-                "_terminal": eligible & (F.col("_kind") != DELIVERY_KIND),
+                sequences.ELIGIBLE: eligible,
+                sequences.ROLLBACK: rollback,
+                sequences.ACK: ack,
+                sequences.TERMINAL: eligible & (F.col(KIND) != DELIVERY_KIND),
             }
         )
     )
@@ -179,10 +191,10 @@ def fold(
         .join(facts.drop("max_delivery_attempts"), "queue", "left")
         .withColumns(
             {
-                "_exhausted": F.col("_rollback") & F.col("_ends"),
-                "_redeliver_at": _redeliver_at(F.col("at"), F.col("_count")),
+                "_exhausted": F.col(sequences.ROLLBACK) & F.col(sequences.ENDS),
+                "_redeliver_at": _redeliver_at(F.col("at"), F.col(sequences.COUNT)),
                 "_last_redeliver": _redeliver_at(
-                    F.col("_rescheduled_at"), F.col("_rescheduled_count")
+                    F.col(sequences.RESCHEDULED_AT), F.col(sequences.RESCHEDULED_COUNT)
                 ),
             }
         )
@@ -193,60 +205,63 @@ def fold(
             rows.where(known & F.col("_refusal").isNotNull() & ~quietly), F.col("_refusal")
         ),
         rejected_events(
-            rows.where(F.col("_eligible") & ~F.col("_applied") & ~quietly), no_pending_message()
+            rows.where(F.col(sequences.ELIGIBLE) & ~F.col(sequences.APPLIED) & ~quietly),
+            no_pending_message(),
         ),
     ]
-    applied = rows.where(F.col("_applied"))
+    applied = rows.where(F.col(sequences.APPLIED))
     journals = [
         journal.journal_rows(
-            applied.where(F.col("_rollback") & ~F.col("_ends")),
+            applied.where(F.col(sequences.ROLLBACK) & ~F.col(sequences.ENDS)),
             at=F.col("at"),
             queue=F.col("queue"),
             event=journal.REDELIVERY_SCHEDULED,
-            delivery_count=F.col("_count"),
+            delivery_count=F.col(sequences.COUNT),
             details={
                 "redeliver_at": F.date_format("_redeliver_at", "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'")
             },
         )
     ]
-    ending = applied.where(F.col("_pos") == F.col("_first_end"))
+    ending = applied.where(F.col(sequences.POS) == F.col(sequences.FIRST_END))
     journals.append(
         journal.journal_rows(
-            ending.where(F.col("_target").isNull()),
+            ending.where(F.col(TARGET).isNull()),
             at=F.col("at"),
             queue=F.col("queue"),
             event=F.col("_journal_event"),
-            delivery_count=F.col("_count"),
+            delivery_count=F.col(sequences.COUNT),
             details={"reason": F.col("_why")},
         )
     )
-    moving = ending.where(F.col("_target").isNotNull())
+    moving = ending.where(F.col(TARGET).isNotNull())
     journals.append(
         journal.journal_rows(
             moving,
             at=F.col("at"),
             queue=F.col("queue"),
             event=F.col("_journal_event"),
-            delivery_count=F.col("_count"),
+            delivery_count=F.col(sequences.COUNT),
             details={
-                "to_address": F.col("_target"),
-                "to_queue": F.col("_target_queue"),
+                "to_address": F.col(TARGET),
+                "to_queue": F.col(TARGET_QUEUE),
                 "copy_id": copy_id(
                     F.col("message_id"),
-                    F.col("_end"),
+                    F.col(END),
                     F.col("queue"),
-                    F.col("_target"),
-                    F.col("_target_queue"),
+                    F.col(TARGET),
+                    F.col(TARGET_QUEUE),
                 ),
                 "reason": F.col("_why"),
             },
         )
     )
-    updated = applied.where(F.col("_pos") == F.col("_last")).select(
+    updated = applied.where(F.col(sequences.POS) == F.col(sequences.LAST)).select(
         *KEY,
-        F.when(F.col("_ends"), F.col("_end_status")).otherwise(F.lit("PENDING")).alias("status"),
-        F.col("_count").cast("int").alias("delivery_count"),
-        F.when(F.col("_rescheduled_at").isNotNull(), F.col("_last_redeliver"))
+        F.when(F.col(sequences.ENDS), F.col("_end_status"))
+        .otherwise(F.lit(schemas.PENDING))
+        .alias("status"),
+        F.col(sequences.COUNT).cast("int").alias("delivery_count"),
+        F.when(F.col(sequences.RESCHEDULED_AT).isNotNull(), F.col("_last_redeliver"))
         .otherwise(F.col("redeliver_at"))
         .alias("redeliver_at"),
         F.greatest(F.col("status_at"), F.col("at")).alias("status_at"),
@@ -276,22 +291,20 @@ def copies_of(moves: DataFrame, in_play: DataFrame, source_of) -> DataFrame:
     parents = in_play.select(*schemas.MESSAGE.names, "queue").join(F.broadcast(moves), list(KEY))
     return parents.transform(
         make_copies(
-            F.col("_end"),
+            F.col(END),
             F.col("queue"),
-            F.col("_target"),
+            F.col(TARGET),
             F.col("at"),
-            target_queue=F.col("_target_queue"),
+            target_queue=F.col(TARGET_QUEUE),
             extra_properties=F.when(
-                F.col("_end") == EXPIRY,
+                F.col(END) == EXPIRY,
                 F.create_map(F.lit(ACTUAL_EXPIRY), F.unix_millis("at").cast("string")),
             ),
         )
     ).select(
         *schemas.MESSAGE.names,
-        F.lit(0).alias("_hops"),
-        F.lit(False).alias("_dla_hint"),
-        source_of(F.col("address")).alias("_source"),
-        F.col("_kind").alias("_rank"),  # a copy enters at its event's rank (SPEC §5.4)
+        # a copy enters at its event's rank (SPEC §5.4)
+        *entering(source_of(F.col("address")), rank=F.col(KIND)),
     )
 
 
@@ -305,17 +318,17 @@ def event_row() -> Column:
             "queue",
             "message_id",
             F.lit(None).cast("string").alias("filter"),
-            F.col("_to_queue").alias("to_queue"),
+            F.col(TO_QUEUE).alias("to_queue"),
             "at",
         )
     )
-    return F.when(F.col("_o_source") == DELIVERIES, delivery).otherwise(management)
+    return F.when(F.col(O_SOURCE) == DELIVERIES, delivery).otherwise(management)
 
 
 def rejected_events(rows: DataFrame, reason: Column) -> DataFrame:
     """``rejected`` rows of delivery and management events."""
     return journal.rejected_rows(
-        rows, source=F.col("_o_source"), row=event_row(), reason=reason, at=F.col("at")
+        rows, source=F.col(O_SOURCE), row=event_row(), reason=reason, at=F.col("at")
     )
 
 
@@ -338,16 +351,16 @@ def endings_seen_differently(
     ``dla_bound_since`` (``expiry_bound_since``) rather than the moment the fold saw, or a
     RETRY's target existing as the second of ``retry_target_exists`` says rather than as
     the first (the fold's own)."""
-    differ = F.col("_ends") & (
-        ((F.col("_end") == DEAD_LETTER) & ~_bound("dla").eqNullSafe(_bound("dla", dla_bound_since)))
+    differ = F.col(sequences.ENDS) & (
+        ((F.col(END) == DEAD_LETTER) & ~_bound("dla").eqNullSafe(_bound("dla", dla_bound_since)))
         | (
-            (F.col("_end") == EXPIRY)
+            (F.col(END) == EXPIRY)
             & ~_bound("expiry").eqNullSafe(_bound("expiry", expiry_bound_since))
         )
     )
     if retry_target_exists is not None:
         saw, would = retry_target_exists
-        is_retry = (F.col("_kind") == MANAGEMENT_KIND) & (F.col("op") == OP_RETRY)
+        is_retry = (F.col(KIND) == MANAGEMENT_KIND) & (F.col("op") == OP_RETRY)
         differ = differ | (is_retry & ~saw.eqNullSafe(would))
     return differ
 
@@ -359,7 +372,7 @@ def _bound(prefix: str, since: Column | None = None) -> Column:
     a moment: :func:`routing.plan.facts.queue_facts`; ``since`` instead, if given). An
     event's kind is its rank at its instant."""
     since = F.col(f"{prefix}_bound_since") if since is None else since
-    by_then = F.coalesce(moment(F.col("at"), F.col("_kind")) >= since, F.lit(False))
+    by_then = F.coalesce(moment(F.col("at"), F.col(KIND)) >= since, F.lit(False))
     return F.col(f"{prefix}_has_bindings") | by_then
 
 
@@ -371,9 +384,9 @@ def _with_ending(queue_addresses: Mapping[str, str]):
     ``_end_status`` the queue row's status; ``_journal_event``; ``_why`` the reason.
     """
     end = (
-        F.when(F.col("_kind") == EXPIRE_KIND, F.lit(EXPIRY))
+        F.when(F.col(KIND) == EXPIRE_KIND, F.lit(EXPIRY))
         .when(
-            F.col("_kind") == DELIVERY_KIND,
+            F.col(KIND) == DELIVERY_KIND,
             F.when(F.col("_exhausted"), F.lit(DEAD_LETTER)).otherwise(F.lit(ACK)),
         )
         .when(F.col("op") == OP_MOVE, F.lit(MOVE))
@@ -382,46 +395,47 @@ def _with_ending(queue_addresses: Mapping[str, str]):
     )
     dla, expiry = F.col("dead_letter_address"), F.col("expiry_address")
     target = (
-        F.when(F.col("_end") == DEAD_LETTER, F.when(_bound("dla"), dla))
-        .when(F.col("_end") == EXPIRY, F.when(_bound("expiry"), expiry))
-        .when(F.col("_end") == MOVE, literal_map(queue_addresses)[F.col("_to_queue")])
-        .when(F.col("_end") == RETRY, F.col("_orig_address"))
+        F.when(F.col(END) == DEAD_LETTER, F.when(_bound("dla"), dla))
+        .when(F.col(END) == EXPIRY, F.when(_bound("expiry"), expiry))
+        .when(F.col(END) == MOVE, literal_map(queue_addresses)[F.col(TO_QUEUE)])
+        .when(F.col(END) == RETRY, F.col(RETRY_ADDRESS))
     )
-    target_queue = F.when(F.col("_end") == MOVE, F.col("_to_queue")).when(
-        F.col("_end") == RETRY, F.col("_orig_queue")
+    target_queue = F.when(F.col(END) == MOVE, F.col(TO_QUEUE)).when(
+        F.col(END) == RETRY, F.col(RETRY_QUEUE)
     )
-    gone = F.col("_target").isNull()
+    gone = F.col(TARGET).isNull()
     status = (
-        F.when(F.col("_end") == ACK, F.lit("ACKED"))
-        .when(F.col("_end").isin(MOVE, RETRY), F.lit("MOVED"))
-        .when(gone, F.lit(journal.DROPPED))
-        .when(F.col("_end") == EXPIRY, F.lit("EXPIRED"))
-        .otherwise(F.lit("DEAD_LETTERED"))
+        F.when(F.col(END) == ACK, F.lit(schemas.ACKED))
+        .when(F.col(END).isin(MOVE, RETRY), F.lit(schemas.MOVED))
+        .when(gone, F.lit(schemas.DROPPED))
+        .when(F.col(END) == EXPIRY, F.lit(schemas.EXPIRED))
+        .otherwise(F.lit(schemas.DEAD_LETTERED))
     )
     event = (
-        F.when(F.col("_end") == ACK, F.lit(journal.ACKED))
-        .when(F.col("_end") == MOVE, F.lit(journal.MOVED))
-        .when(F.col("_end") == RETRY, F.lit(journal.RETRIED))
+        F.when(F.col(END) == ACK, F.lit(journal.ACKED))
+        .when(F.col(END) == MOVE, F.lit(journal.MOVED))
+        .when(F.col(END) == RETRY, F.lit(journal.RETRIED))
         .when(gone, F.lit(journal.DROPPED))
-        .when(F.col("_end") == EXPIRY, F.lit(journal.EXPIRED))
+        .when(F.col(END) == EXPIRY, F.lit(journal.EXPIRED))
         .otherwise(F.lit(journal.DEAD_LETTERED))
     )
     why = (
-        F.when((F.col("_end") == DEAD_LETTER) & dla.isNull(), F.lit(journal.NO_DLA))
-        .when((F.col("_end") == DEAD_LETTER) & gone, F.lit(journal.DLA_NO_BINDINGS))
-        .when((F.col("_end") == EXPIRY) & expiry.isNull(), F.lit(journal.NO_EXPIRY_ADDRESS))
-        .when((F.col("_end") == EXPIRY) & gone, F.lit(journal.EXPIRY_NO_BINDINGS))
+        F.when((F.col(END) == DEAD_LETTER) & dla.isNull(), F.lit(journal.NO_DLA))
+        .when((F.col(END) == DEAD_LETTER) & gone, F.lit(journal.DLA_NO_BINDINGS))
+        .when((F.col(END) == EXPIRY) & expiry.isNull(), F.lit(journal.NO_EXPIRY_ADDRESS))
+        .when((F.col(END) == EXPIRY) & gone, F.lit(journal.EXPIRY_NO_BINDINGS))
         .when(
-            (F.col("_end") == DEAD_LETTER) & (F.col("op") == OP_SEND_TO_DLA), F.lit(OP_SEND_TO_DLA)
+            (F.col(END) == DEAD_LETTER) & (F.col("op") == OP_SEND_TO_DLA),
+            F.lit(journal.SEND_TO_DLA),
         )
-        .when(F.col("_end") == DEAD_LETTER, F.lit("MAX_DELIVERY_ATTEMPTS"))
+        .when(F.col(END) == DEAD_LETTER, F.lit(journal.MAX_DELIVERY_ATTEMPTS))
     )
 
     def transform(rows: DataFrame) -> DataFrame:
         return (
-            rows.withColumn("_end", end)
-            .withColumn("_target", target)
-            .withColumn("_target_queue", target_queue)
+            rows.withColumn(END, end)
+            .withColumn(TARGET, target)
+            .withColumn(TARGET_QUEUE, target_queue)
             .withColumn("_end_status", status)
             .withColumn("_journal_event", event)
             .withColumn("_why", why)

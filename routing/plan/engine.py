@@ -28,21 +28,27 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from routing.broker.filters import FilterSyntaxError, parse_filter
-from routing.broker.ids import COPY_ID_BASE
+from routing.broker.ids import COPY_ID_BASE, DEAD_LETTER, EXPIRY
+from routing.broker.layout import MANAGEMENT
 from routing.broker.state import JobState
 from routing.broker.topology import Created, Topology
 from routing.plan import schemas
 from routing.plan._columns import literal_map, union_all, union_of
-from routing.plan.batch import BatchResult, batch_values
+from routing.plan.batch import BatchResult, batch_value, batch_values
 from routing.plan.breadcrumbs import ORIG_ADDRESS
-from routing.plan.copies import DEAD_LETTER, EXPIRY
 from routing.plan.deliveries import (
+    BY_FILTER,
     CHANGED,
     EVENT_ORDER,
     EVENT_WHAT,
     EXPIRE_KIND,
     KEY,
+    KIND,
     MANAGEMENT_KIND,
+    O_ROW,
+    O_VERSION,
+    RETRY_QUEUE,
+    TO_QUEUE,
     copies_of,
     endings_seen_differently,
     fold,
@@ -53,8 +59,15 @@ from routing.plan.deliveries import (
 from routing.plan.expiry import expires_at
 from routing.plan.facts import bound_since, exists_at, queue_facts
 from routing.plan.filters import matches
-from routing.plan.inputs import classify, queues_seen_differently, split
-from routing.plan.router import Router
+from routing.plan.inputs import (
+    OWN,
+    classify,
+    is_message_row,
+    queues_seen_differently,
+    split,
+    to_route,
+)
+from routing.plan.router import RANK, Router
 from routing.plan.scratch import Scratch
 from routing.plan.turns import positions_frame
 
@@ -84,7 +97,7 @@ def expiries(in_play: DataFrame, clock: DataFrame) -> DataFrame:
 
     :param clock: :func:`batch_values` with ``clock``.
     """
-    due = expires_at(F.col("_clock"))
+    due = expires_at(batch_value("clock"))
     return (
         in_play.crossJoin(clock)
         .where(due.isNotNull())
@@ -92,16 +105,16 @@ def expiries(in_play: DataFrame, clock: DataFrame) -> DataFrame:
             "queue",
             "message_id",
             due.alias("at"),
-            F.lit(EXPIRE_KIND).alias("_kind"),
+            F.lit(EXPIRE_KIND).alias(KIND),
             *_nulls(EVENT_WHAT),
-            F.lit(False).alias("_by_filter"),
+            F.lit(False).alias(BY_FILTER),
             *_nulls(EVENT_ORDER),
         )
     )
 
 
 def _nulls(names: Iterable[str]) -> list[Column]:
-    types = {"_o_version": "long", "_o_row": "long"}
+    types = {O_VERSION: "long", O_ROW: "long"}
     return [F.lit(None).cast(types.get(n, "string")).alias(n) for n in names]
 
 
@@ -122,11 +135,11 @@ def expand_by_filter(ops: DataFrame, in_play: DataFrame, filters: Iterable[str])
         "queue",
         "message_id",
         "at",
-        F.lit(MANAGEMENT_KIND).alias("_kind"),
+        F.lit(MANAGEMENT_KIND).alias(KIND),
         F.lit(None).cast("string").alias("outcome"),
         "op",
-        "_to_queue",
-        F.lit(True).alias("_by_filter"),
+        TO_QUEUE,
+        F.lit(True).alias(BY_FILTER),
         *EVENT_ORDER,
     )
 
@@ -256,16 +269,12 @@ def _plan_batch(
     ]
     facts = classified.agg(
         F.max(F.unix_micros(F.coalesce("sent_at", "at"))).alias("latest"),
-        F.collect_set(F.when(F.col("source") == "management", F.col("filter"))).alias("filters"),
+        F.collect_set(F.when(F.col("source") == MANAGEMENT, F.col("filter"))).alias("filters"),
         F.count(F.lit(1)).alias("rows"),
-        F.count_if(F.col("_own")).alias("own_copies"),
-        F.count_if(
-            F.col("source").startswith("addresses/") & F.col("_reason").isNull() & ~F.col("_own")
-        ).alias("routed"),
-        F.count_if(
-            ~F.col("source").startswith("addresses/") & (F.col("message_id") >= COPY_ID_BASE)
-        ).alias("copy_events"),
-        F.count_if((F.col("source") == "management") & F.col("message_id").isNull()).alias(
+        F.count_if(F.col(OWN)).alias("own_copies"),
+        F.count_if(to_route()).alias("routed"),
+        F.count_if(~is_message_row() & (F.col("message_id") >= COPY_ID_BASE)).alias("copy_events"),
+        F.count_if((F.col("source") == MANAGEMENT) & F.col("message_id").isNull()).alias(
             "filter_ops"
         ),
     ).collect()[0]  # an aggregate without groups: exactly one row
@@ -317,9 +326,7 @@ def _plan_batch(
             ]
         )
         fold_facts = F.broadcast(queue_facts(spark, topology, known))
-        retry_target = exists_at(
-            topology, F.col("_orig_queue"), F.col("at"), MANAGEMENT_KIND, known
-        )
+        retry_target = exists_at(topology, F.col(RETRY_QUEUE), F.col("at"), MANAGEMENT_KIND, known)
         folded = fold(
             round_events, fold_state(in_play), fold_facts, queue_addresses, scratch, retry_target
         )
@@ -340,12 +347,12 @@ def _plan_batch(
         # one action: whether there are copies, and the queues their moves created
         made = (
             entering.groupBy(created_queue(topology).alias("queue"))
-            .agg(F.min(F.struct(F.unix_micros("sent_at").alias("at"), "_rank")).alias("first"))
+            .agg(F.min(F.struct(F.unix_micros("sent_at").alias("at"), RANK)).alias("first"))
             .collect()
         )
         if not made:
             break
-        found += [(r.queue, (r.first["at"], r.first["_rank"])) for r in made if r.queue is not None]
+        found += [(r.queue, (r.first["at"], r.first[RANK])) for r in made if r.queue is not None]
         known = created_moments(known, found)
     rejected.append(_no_such_message(waiting))
     created = created_moments(state.created, found)
@@ -402,8 +409,8 @@ def _endings_asked(
 
     def changed(final: Created) -> DataFrame:
         retry_target = (
-            exists_at(topology, F.col("_orig_queue"), F.col("at"), MANAGEMENT_KIND, known),
-            exists_at(topology, F.col("_orig_queue"), F.col("at"), MANAGEMENT_KIND, final),
+            exists_at(topology, F.col(RETRY_QUEUE), F.col("at"), MANAGEMENT_KIND, known),
+            exists_at(topology, F.col(RETRY_QUEUE), F.col("at"), MANAGEMENT_KIND, final),
         )
         return decided.where(
             endings_seen_differently(
@@ -439,5 +446,5 @@ def apply_changes(rows: DataFrame, changed: DataFrame, *, broadcast: bool) -> Da
 
 def _no_such_message(events: DataFrame) -> DataFrame:
     return rejected_events(
-        events.where(~F.col("_by_filter") & (F.col("_kind") != EXPIRE_KIND)), no_pending_message()
+        events.where(~F.col(BY_FILTER) & (F.col(KIND) != EXPIRE_KIND)), no_pending_message()
     )

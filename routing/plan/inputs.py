@@ -14,24 +14,41 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from routing.broker.config import ROUTING_TYPES
 from routing.broker.ids import COPY_ID_BASE
+from routing.broker.layout import ADDRESSES, DELIVERIES, MANAGEMENT
+from routing.broker.topology import MESSAGE_RANK
 from routing.plan import journal, schemas
 from routing.plan._columns import literal_map, union_of
-from routing.plan.deliveries import DELIVERY_KIND, MANAGEMENT_KIND
+from routing.plan.breadcrumbs import ORIG_MESSAGE_ID, ORIG_QUEUE
+from routing.plan.deliveries import (
+    BY_FILTER,
+    DELIVERY_KIND,
+    EVENT_ORDER,
+    KIND,
+    MANAGEMENT_KIND,
+    OP_MOVE,
+    OPS,
+    OUTCOMES,
+    TO_QUEUE,
+)
 from routing.plan.ids import copy_id
+from routing.plan.router import entering
 from routing.plan.scratch import Scratch
 
-ROUTING_TYPES = ("ANYCAST", "MULTICAST")
-OUTCOMES = ("ACK", "ROLLBACK")
-OPS = ("MOVE", "RETRY", "SEND_TO_DLA")
+REASON, OWN, ROW_JSON = "_reason", "_own", "_row"
+CLASSIFIED = (REASON, OWN, ROW_JSON)
+"""What :func:`classify` adds to every input row: why it is rejected (null: valid),
+whether it is the job's own copy read back, and its JSON for ``rejected.row``."""
 
 
 @dataclass
 class Inputs:
-    messages: DataFrame  # message rows + _hops, _dla_hint, _source, _rank
+    messages: DataFrame  # message rows entering routing (+ routing.plan.router.entering)
     deliveries: DataFrame  # fold events (routing.plan.deliveries.EVENT_COLUMNS)
     by_id: DataFrame  # management rows naming a message: fold events
-    by_filter: DataFrame  # management rows naming a filter: expanded later
+    by_filter: DataFrame  # management rows naming a filter (op, queue, filter, at, TO_QUEUE,
+    # EVENT_ORDER): expanded to fold events by engine.expand_by_filter
     rejected: DataFrame
 
 
@@ -51,14 +68,24 @@ def _quoted(name: str) -> Column:
     return F.concat(F.lit("'"), F.col(name), F.lit("'"))
 
 
+def is_message_row() -> Column:
+    """The input row is a message row: of an ``addresses/*`` table."""
+    return F.col("source").startswith(f"{ADDRESSES}/")
+
+
+def to_route() -> Column:
+    """A classified row is a producer's message to route: valid, not the job's own copy."""
+    return is_message_row() & F.col(REASON).isNull() & ~F.col(OWN)
+
+
 def own_copy() -> Column:
     """True for a row the job wrote: its id is the copy id of the hop its breadcrumbs name."""
     props = F.col("properties")
-    parent = props.getItem("_AMQ_ORIG_MESSAGE_ID")
+    parent = props.getItem(ORIG_MESSAGE_ID)
     expected = copy_id(
         parent.try_cast("long"),
         F.col("copy_reason"),
-        props.getItem("_AMQ_ORIG_QUEUE"),
+        props.getItem(ORIG_QUEUE),
         F.col("address"),
         F.col("to_queue"),
     )
@@ -68,12 +95,9 @@ def own_copy() -> Column:
 
 
 def order_columns() -> list[Column]:
-    return [
-        F.col("source").alias("_o_source"),
-        F.col("version").alias("_o_version"),
-        F.col("file").alias("_o_file"),
-        F.col("row").alias("_o_row"),
-    ]
+    """An input row's position as an event's (:data:`routing.plan.deliveries.EVENT_ORDER`)."""
+    position = ("source", "version", "file", "row")
+    return [F.col(c).alias(o) for c, o in zip(position, EVENT_ORDER, strict=True)]
 
 
 def classify(
@@ -83,8 +107,9 @@ def classify(
     taken: DataFrame | None = None,
     exists: Callable[[Column, Column, Column], Column] | None = None,
 ) -> DataFrame:
-    """Every input row with ``_reason`` (why it is rejected, null if valid), ``_own`` (the
-    job's own copy read back) and ``_row`` (its JSON for ``rejected``), checkpointed.
+    """Every input row with :data:`CLASSIFIED`, checkpointed: ``_reason`` (why it is
+    rejected, null if valid), ``_own`` (the job's own copy read back) and ``_row`` (its
+    JSON for ``rejected``).
 
     ``taken`` holds the producer ids earlier batches accepted (``message_id``): a row
     reusing one is a duplicate. Management filters are checked afterwards
@@ -100,24 +125,23 @@ def classify(
         def exists(name: Column, _at: Column, _rank: Column) -> Column:
             return name.isin(*known)
 
-    is_message = F.col("source").startswith("addresses/")
-    is_delivery = F.col("source") == "deliveries"
+    is_message = is_message_row()
+    is_delivery = F.col("source") == DELIVERIES
     rank = _event_rank()
     queue_known = exists(F.col("queue"), F.col("at"), rank)
     to_queue_known = exists(F.col("to_queue"), F.col("at"), rank)
-    rejected = F.col("_reason").isNotNull()
+    rejected = F.col(REASON).isNotNull()
     classified = (
-        events.withColumn("_source", F.col("source"))
-        .withColumn("_own", is_message & own_copy())
+        events.withColumn(OWN, is_message & own_copy())
         .withColumn(
-            "_reason",
-            F.when(is_message & ~F.col("_own"), _message_reason())
+            REASON,
+            F.when(is_message & ~F.col(OWN), _message_reason())
             .when(is_delivery, _delivery_reason(queue_known))
             .when(~is_message, _management_reason(queue_known, to_queue_known)),
         )
         .transform(lambda rows: _reject_duplicates(rows, taken))
         .withColumn(
-            "_row",
+            ROW_JSON,
             F.coalesce(
                 F.col("raw"),
                 # only a row rejected here reads its JSON (one rejected later, when it meets
@@ -134,7 +158,7 @@ def classify(
 
 def _event_rank() -> Column:
     """An event's rank at its instant (SPEC §5.4): deliveries, then management rows."""
-    return F.when(F.col("source") == "deliveries", F.lit(DELIVERY_KIND)).otherwise(
+    return F.when(F.col("source") == DELIVERIES, F.lit(DELIVERY_KIND)).otherwise(
         F.lit(MANAGEMENT_KIND)
     )
 
@@ -152,47 +176,43 @@ def queues_seen_differently(
         differ = differ | ~before(name, F.col("at"), rank).eqNullSafe(
             after(name, F.col("at"), rank)
         )
-    return ~F.col("source").startswith("addresses/") & differ
+    return ~is_message_row() & differ
 
 
 def split(classified: DataFrame, bad_filters: Mapping[str, str]) -> Inputs:
     """The valid rows of each kind, and the rejected ones (cheap selections)."""
-    is_message = F.col("source").startswith("addresses/")
-    is_management = F.col("source") == "management"
+    is_message = is_message_row()
+    is_management = F.col("source") == MANAGEMENT
     bad_filter = literal_map(bad_filters)[F.col("filter")]
     reason = F.coalesce(
-        F.col("_reason"),
+        F.col(REASON),
         F.when(
             is_management & bad_filter.isNotNull(),
             F.concat(F.lit("filter does not parse: "), bad_filter),
         ),
     )
-    rows = classified.withColumn("_reason", reason)
-    valid = F.col("_reason").isNull() & ~F.col("_own")
+    rows = classified.withColumn(REASON, reason)
+    valid = F.col(REASON).isNull() & ~F.col(OWN)
     messages = rows.where(is_message & valid).select(
-        *schemas.MESSAGE.names,
-        F.lit(0).alias("_hops"),
-        F.lit(False).alias("_dla_hint"),
-        "_source",
-        F.lit(0).alias("_rank"),
+        *schemas.MESSAGE.names, *entering(F.col("source"), rank=F.lit(MESSAGE_RANK))
     )
     rejected = journal.rejected_rows(
-        rows.where(F.col("_reason").isNotNull()),
+        rows.where(F.col(REASON).isNotNull()),
         source=F.col("source"),
-        row=F.col("_row"),
-        reason=F.col("_reason"),
+        row=F.col(ROW_JSON),
+        reason=F.col(REASON),
         at=F.coalesce("sent_at", "at"),
     )
     management = rows.where(is_management & valid)
     return Inputs(
         messages=messages,
-        deliveries=_events(rows.where((F.col("source") == "deliveries") & valid), DELIVERY_KIND),
+        deliveries=_events(rows.where((F.col("source") == DELIVERIES) & valid), DELIVERY_KIND),
         by_id=_events(management.where(F.col("message_id").isNotNull()), MANAGEMENT_KIND),
         by_filter=management.where(F.col("message_id").isNull()).select(
             "op",
             "queue",
             "filter",
-            F.col("to_queue").alias("_to_queue"),
+            F.col("to_queue").alias(TO_QUEUE),
             "at",
             *order_columns(),
         ),
@@ -265,12 +285,12 @@ def _management_reason(queue_known: Column, to_queue_known: Column) -> Column:
             ),
         ),
         (~queue_known, F.concat(F.lit("unknown queue "), _quoted("queue"))),
-        ((F.col("op") == "MOVE") & F.col("to_queue").isNull(), "MOVE needs to_queue"),
+        ((F.col("op") == OP_MOVE) & F.col("to_queue").isNull(), "MOVE needs to_queue"),
         (
-            (F.col("op") == "MOVE") & ~to_queue_known,
+            (F.col("op") == OP_MOVE) & ~to_queue_known,
             F.concat(F.lit("to_queue "), _quoted("to_queue"), F.lit(" does not exist")),
         ),
-        ((F.col("op") != "MOVE") & F.col("to_queue").isNotNull(), "to_queue is only for MOVE"),
+        ((F.col("op") != OP_MOVE) & F.col("to_queue").isNotNull(), "to_queue is only for MOVE"),
         (
             F.col("message_id").isNotNull() & F.col("filter").isNotNull(),
             "give message_id or filter, not both",
@@ -286,9 +306,7 @@ def _reject_duplicates(rows: DataFrame, taken: DataFrame | None = None) -> DataF
     Found on the ids alone (an aggregate, and a semi-join with ``taken``); the few ids
     found are broadcast back to the rows, which are never shuffled for this.
     """
-    candidate = (
-        F.col("source").startswith("addresses/") & F.col("_reason").isNull() & ~F.col("_own")
-    )
+    candidate = to_route()
     order = F.struct("source", "version", "file", "row")
     ids = rows.where(candidate).select("message_id", order.alias("_order"))
     found = [
@@ -320,11 +338,11 @@ def _reject_duplicates(rows: DataFrame, taken: DataFrame | None = None) -> DataF
     return (
         rows.join(F.broadcast(clashes), "message_id", "left")
         .withColumn(
-            "_reason",
+            REASON,
             F.when(
                 duplicate,
                 F.concat(F.lit("duplicate message_id "), F.col("message_id").cast("string")),
-            ).otherwise(F.col("_reason")),
+            ).otherwise(F.col(REASON)),
         )
         .drop("_first", "_taken")
     )
@@ -336,10 +354,10 @@ def _events(rows: DataFrame, kind: int) -> DataFrame:
         "queue",
         "message_id",
         "at",
-        F.lit(kind).alias("_kind"),
+        F.lit(kind).alias(KIND),
         "outcome",
         "op",
-        F.col("to_queue").alias("_to_queue"),
-        F.lit(False).alias("_by_filter"),
+        F.col("to_queue").alias(TO_QUEUE),
+        F.lit(False).alias(BY_FILTER),
         *order_columns(),
     )

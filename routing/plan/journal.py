@@ -25,6 +25,10 @@ MOVED = "MOVED"
 RETRIED = "RETRIED"
 DROPPED = "DROPPED"
 
+# DEAD_LETTERED reasons besides NO_ROUTE (SPEC §5.3, §5.4)
+MAX_DELIVERY_ATTEMPTS = "MAX_DELIVERY_ATTEMPTS"
+SEND_TO_DLA = "SEND_TO_DLA"  # an operator's management row of that op
+
 # DROPPED reasons (SPEC §5.2, §5.4)
 NO_ROUTE = "NO_ROUTE"
 NO_DLA = "NO_DLA"

@@ -91,21 +91,22 @@ class TableKind:
 
 
 KINDS = {
-    "addresses": TableKind(schemas.MESSAGE, schemas.MESSAGE_REQUIRED, "sent_at"),
+    layout.ADDRESSES: TableKind(schemas.MESSAGE, schemas.MESSAGE_REQUIRED, "sent_at"),
     layout.DELIVERIES: TableKind(schemas.DELIVERY, tuple(schemas.DELIVERY.names), "at"),
     layout.MANAGEMENT: TableKind(schemas.MANAGEMENT, schemas.MANAGEMENT_REQUIRED, "at"),
 }
 
 
 def kind_of(source: str) -> TableKind:
-    return KINDS["addresses" if source.startswith(f"{layout.ADDRESSES}/") else source]
+    return KINDS[layout.ADDRESSES if layout.is_address_source(source) else source]
 
 
 EVENT_SCHEMA: StructType = from_arrow_schema(EVENT)
 """The Spark schema of what :func:`normalise` returns."""
 
 POSITION = {"version": "_version", "file": "_file", "row": "_row"}
-"""EVENT's position columns and the reader's columns they come from."""
+"""EVENT's position columns and the reader's columns they come from: what the reader
+(:func:`routing.io.lake_events.read_events`) adds to a table's rows."""
 
 _RAW_PREFIX = "_producer_"
 """Private name of a producer's column kept, as written, for ``raw``."""

@@ -38,16 +38,10 @@ from functools import cached_property
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from routing.broker.config import DivertConfig
+from routing.broker.config import ANYCAST, MULTICAST, DivertConfig
+from routing.broker.ids import DEAD_LETTER, DIVERT
 from routing.broker.layout import address_source
-from routing.broker.topology import (
-    ANYCAST,
-    MESSAGE_RANK,
-    MULTICAST,
-    Created,
-    Topology,
-    moment_of,
-)
+from routing.broker.topology import MESSAGE_RANK, Created, Topology, moment_of
 from routing.plan import journal, schemas
 from routing.plan._columns import (
     case_of,
@@ -56,7 +50,7 @@ from routing.plan._columns import (
     literal_map,
     union_of,
 )
-from routing.plan.copies import DEAD_LETTER, DIVERT, make_copies
+from routing.plan.copies import make_copies
 from routing.plan.expiry import expiration_by_address, has_expiry_settings
 from routing.plan.facts import moment
 from routing.plan.filters import matches
@@ -66,8 +60,29 @@ from routing.plan.turns import take_turns
 
 MAX_HOPS = 64
 CHUNK = 8  # passes routed lazily between emptiness checks when the copy graph has a cycle
-INTERNAL = ("_hops", "_dla_hint", "_source")
 QUEUE_ROW = schemas.QUEUE_MESSAGE.names
+
+HOPS, DLA_HINT, SOURCE, RANK = "_hops", "_dla_hint", "_source", "_rank"
+INTERNAL = (HOPS, DLA_HINT, SOURCE)
+"""What a row entering routing carries beside its message columns (and :data:`RANK`, with
+auto-created queues): see the module's docstring. :func:`entering` makes them."""
+
+# a pass's own columns (none leaves this module)
+_EXCLUSIVE = "_exclusive"  # the row fires an exclusive divert
+_FIRED = "_fired"  # the diverts it fires
+_QUEUES = "_queues"  # the queues it enters
+_DLA = "_dla"  # its no-route dead-letter address
+
+
+def entering(source: Column, rank: Column | None = None) -> list[Column]:
+    """The :data:`INTERNAL` columns (and :data:`RANK`) of a row that enters routing from
+    outside it, a producer's row or an event's copy: no divert hop yet, no dead-letter hint.
+
+    :param source: the table the row is in.
+    :param rank: its rank at its instant (None: leave :data:`RANK` out, a producer row).
+    """
+    columns = [F.lit(0).alias(HOPS), F.lit(False).alias(DLA_HINT), source.alias(SOURCE)]
+    return columns if rank is None else [*columns, rank.alias(RANK)]
 
 
 @dataclass(frozen=True)
@@ -269,9 +284,9 @@ class Router:
                 cond = matches(divert.filter)
             elif (group := self._in_group(divert)) is not None:
                 chosen = self._turn(group) == group.members.index(divert.name)
-                cond = ~F.col("_exclusive") & chosen
+                cond = ~F.col(_EXCLUSIVE) & chosen
             else:
-                cond = ~F.col("_exclusive") & matches(divert.filter)
+                cond = ~F.col(_EXCLUSIVE) & matches(divert.filter)
             by_address.setdefault(divert.address, []).append((cond, self._divert_struct(divert)))
         kind = "struct<name:string,routing_type:string,forwarding:array<string>>"
         empty = empty_array(kind)
@@ -293,7 +308,7 @@ class Router:
                     cond = self._takes(MULTICAST) & matches(queue.filter)
                     if queue.name in self._auto:  # a binding once created (auto-created: multicast)
                         since = F.col(self._since(queue.name))
-                        cond = cond & (moment(F.col("sent_at"), F.col("_rank")) >= since)
+                        cond = cond & (moment(F.col("sent_at"), F.col(RANK)) >= since)
                 elif len(anycast) == 1:
                     cond = self._takes(ANYCAST) & matches(queue.filter)
                 else:
@@ -304,7 +319,7 @@ class Router:
         empty = empty_array("string")
         return (
             F.when(F.col("to_queue").isNotNull(), F.array(F.col("to_queue")))
-            .when(F.col("_exclusive"), empty)
+            .when(F.col(_EXCLUSIVE), empty)
             .otherwise(case_of(F.col("address"), by_address, empty))
         )
 
@@ -317,14 +332,14 @@ class Router:
             for queue in self.topology.queues_on(address):
                 if queue.name not in self._auto or queue.routing_type != MULTICAST:
                     continue
-                at = moment(F.col("sent_at"), F.col("_rank"))
+                at = moment(F.col("sent_at"), F.col(RANK))
                 since = moment_of(created[queue.name]) if queue.name in created else None
                 saw = F.coalesce(at >= F.col(self._since(queue.name)), F.lit(False))
                 would = F.coalesce(at >= F.lit(since).cast("bigint"), F.lit(False))
                 offered = (
                     (F.col("address") == address)
                     & F.col("to_queue").isNull()
-                    & ~F.col("_exclusive")
+                    & ~F.col(_EXCLUSIVE)
                     & self._takes(MULTICAST)
                     & matches(queue.filter)
                 )
@@ -357,7 +372,7 @@ class Router:
         kind = "struct<group:string,mask:array<boolean>>"
         empty = empty_array(kind)
         requests = {a: chosen_values(c, kind) for a, c in by_address.items()}
-        return F.when(F.col("to_queue").isNotNull() | F.col("_exclusive"), empty).otherwise(
+        return F.when(F.col("to_queue").isNotNull() | F.col(_EXCLUSIVE), empty).otherwise(
             case_of(F.col("address"), requests, empty)
         )
 
@@ -406,8 +421,8 @@ class Router:
         result = Routed(positions=positions)
         current = rows
         since = self._creation_times(created or {})
-        if since and "_rank" not in current.columns:
-            current = current.withColumn("_rank", F.lit(MESSAGE_RANK))
+        if since and RANK not in current.columns:
+            current = current.withColumn(RANK, F.lit(MESSAGE_RANK))
         at: frozenset[str] | None = None  # where this pass's rows can be (None: anywhere)
         if self.passes is not None:
             for number in range(self.passes):
@@ -442,61 +457,61 @@ class Router:
         rows = rows.withColumn("expiration", self._expiration)
         if since:
             rows = rows.withColumns(dict(since))
-        rows = rows.withColumn("_exclusive", self._exclusive)
+        rows = rows.withColumn(_EXCLUSIVE, self._exclusive)
         if any(at is None or g.address in at for g in self.groups):
             rows = self._with_turns(rows, result, scratch)
         else:
             rows = rows.withColumns({c: F.lit(None).cast("int") for c in self._turn_columns})
         decided = scratch.keep(
-            rows.withColumn("_fired", self._fired).withColumn("_queues", self._queues)
+            rows.withColumn(_FIRED, self._fired).withColumn(_QUEUES, self._queues)
         )
         if since:
             result.decided.append(decided)
 
         entries = (
-            decided.where(F.size("_queues") > 0)
-            .select(*schemas.MESSAGE.names, F.explode("_queues").alias("queue"))
+            decided.where(F.size(_QUEUES) > 0)
+            .select(*schemas.MESSAGE.names, F.explode(_QUEUES).alias("queue"))
             .select(*self._entry)
         )
         result.entries.append(entries)
         result.journal.append(entries.select(*self._journal[journal.ROUTED]))
 
-        diverting = decided.where(F.size("_fired") > 0)
-        cut = diverting.where(F.col("_hops") >= MAX_HOPS)
+        diverting = decided.where(F.size(_FIRED) > 0)
+        cut = diverting.where(F.col(HOPS) >= MAX_HOPS)
         result.rejected.append(journal.rejected_rows(cut, **self._hop_cut))
         divert_copies = (
-            diverting.where(F.col("_hops") < MAX_HOPS)
-            .select("*", F.explode("_fired").alias("_divert"))
+            diverting.where(F.col(HOPS) < MAX_HOPS)
+            .select("*", F.explode(_FIRED).alias("_divert"))
             .select("*", F.explode("_divert.forwarding").alias("_target"))
             .transform(self._divert_copies)
-            .withColumn("_hops", F.col("_hops") + 1)
-            .withColumn("_dla_hint", F.lit(False))
+            .withColumn(HOPS, F.col(HOPS) + 1)
+            .withColumn(DLA_HINT, F.lit(False))
         )
 
         no_route = decided.where(
             F.col("to_queue").isNull()
-            & ~F.col("_exclusive")
-            & (F.size("_fired") == 0)
-            & (F.size("_queues") == 0)
-        ).withColumn("_dla", self._no_route_dla)
-        to_dla = no_route.where(F.col("_dla").isNotNull() & ~F.col("_dla_hint"))
+            & ~F.col(_EXCLUSIVE)
+            & (F.size(_FIRED) == 0)
+            & (F.size(_QUEUES) == 0)
+        ).withColumn(_DLA, self._no_route_dla)
+        to_dla = no_route.where(F.col(_DLA).isNotNull() & ~F.col(DLA_HINT))
         dla_copies = (
             to_dla.transform(self._dead_letter_copies)
-            .withColumn("_hops", F.col("_hops") + 1)
-            .withColumn("_dla_hint", F.lit(True))
+            .withColumn(HOPS, F.col(HOPS) + 1)
+            .withColumn(DLA_HINT, F.lit(True))
         )
         result.journal.append(to_dla.select(*self._journal[journal.DEAD_LETTERED]))
-        dropped = no_route.where(F.col("_dla").isNull() | F.col("_dla_hint"))
+        dropped = no_route.where(F.col(_DLA).isNull() | F.col(DLA_HINT))
         result.journal.append(dropped.select(*self._journal[journal.DROPPED]))
 
-        internal = [*INTERNAL, "_rank"] if since else INTERNAL  # copies keep their row's rank
+        internal = [*INTERNAL, RANK] if since else INTERNAL  # copies keep their row's rank
         made = union_of(
             [
                 divert_copies.select(*schemas.MESSAGE.names, *internal),
                 dla_copies.select(*schemas.MESSAGE.names, *internal),
             ]
         )
-        made = made.withColumn("_source", self.source_of(F.col("address")))
+        made = made.withColumn(SOURCE, self.source_of(F.col("address")))
         if not last:
             made = scratch.keep(made)
         result.copies.append(made.select(*schemas.MESSAGE.names))
@@ -510,7 +525,7 @@ class Router:
         return [
             *map(F.col, schemas.MESSAGE.names),
             F.col("queue"),
-            F.lit("PENDING").alias("status"),
+            F.lit(schemas.PENDING).alias("status"),
             F.lit(0).alias("delivery_count"),
             F.lit(None).cast("timestamp").alias("redeliver_at"),
             F.col("sent_at").alias("routed_at"),
@@ -530,7 +545,7 @@ class Router:
             F.col("message_id"),
             F.lit(DEAD_LETTER),
             F.lit(None).cast("string"),
-            F.col("_dla"),
+            F.col(_DLA),
             F.lit(None).cast("string"),
         )
         return {
@@ -540,7 +555,7 @@ class Router:
                 event=journal.DEAD_LETTERED,
                 details={
                     "reason": F.lit(journal.NO_ROUTE),
-                    "to_address": F.col("_dla"),
+                    "to_address": F.col(_DLA),
                     "copy_id": dead_letter_copy,
                 },
             ),
@@ -555,7 +570,7 @@ class Router:
     def _hop_cut(self) -> dict[str, Column]:
         """The ``rejected`` row of a row that would make a copy past :data:`MAX_HOPS`."""
         return {
-            "source": F.col("_source"),
+            "source": F.col(SOURCE),
             "row": journal.message_json(),
             "reason": F.concat(
                 F.lit(f"divert chain longer than {MAX_HOPS} hops: not diverted from "),
@@ -581,7 +596,7 @@ class Router:
     def _dead_letter_copies(self) -> Callable[[DataFrame], DataFrame]:
         """Rows with no route replaced by their copies to the dead-letter address ``_dla``."""
         return make_copies(
-            F.lit(DEAD_LETTER), F.lit(None).cast("string"), F.col("_dla"), F.col("sent_at")
+            F.lit(DEAD_LETTER), F.lit(None).cast("string"), F.col(_DLA), F.col("sent_at")
         )
 
     @cached_property

@@ -76,6 +76,19 @@ QUEUE_MESSAGE = pa.schema(list(MESSAGE) + list(QUEUE_STATE))
 QUEUE_MESSAGES_PARTITION = "status"
 """``queue_messages`` is partitioned by status so the job reads only PENDING files."""
 
+PENDING, ACKED, DEAD_LETTERED, EXPIRED, MOVED, DROPPED = (
+    "PENDING",
+    "ACKED",
+    "DEAD_LETTERED",
+    "EXPIRED",
+    "MOVED",
+    "DROPPED",
+)
+STATUSES = (PENDING, ACKED, DEAD_LETTERED, EXPIRED, MOVED, DROPPED)
+"""A queue row's ``status`` (SPEC §3.4): PENDING until an event ends the message there
+(MOVED: left by MOVE or RETRY; DROPPED: nowhere to go). The journal's events that end
+a message share these names (:mod:`routing.plan.journal`)."""
+
 JOURNAL = pa.schema(
     [
         ("at", TIMESTAMP),

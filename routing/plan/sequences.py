@@ -44,16 +44,30 @@ from pyspark.sql.types import BooleanType, IntegerType, StructField, StructType,
 
 from routing.plan._columns import shuffle_partitions
 
+ELIGIBLE, ROLLBACK, ACK, TERMINAL = "_eligible", "_rollback", "_ack", "_terminal"
+FLAGS = (ELIGIBLE, ROLLBACK, ACK, TERMINAL)
+"""The flags :func:`in_order` reads of each event (see above), beside ``delivery_count``,
+``max_delivery_attempts`` and ``at``."""
+
+POS, COUNT, ENDS, FIRST_END, APPLIED, LAST = (
+    "_pos",
+    "_count",
+    "_ends",
+    "_first_end",
+    "_applied",
+    "_last",
+)
+RESCHEDULED_AT, RESCHEDULED_COUNT = "_rescheduled_at", "_rescheduled_count"
 FIGURES = StructType(
     [
-        StructField("_pos", IntegerType()),
-        StructField("_count", IntegerType()),
-        StructField("_ends", BooleanType()),
-        StructField("_first_end", IntegerType()),
-        StructField("_applied", BooleanType()),
-        StructField("_last", IntegerType()),
-        StructField("_rescheduled_at", TimestampType()),
-        StructField("_rescheduled_count", IntegerType()),
+        StructField(POS, IntegerType()),
+        StructField(COUNT, IntegerType()),
+        StructField(ENDS, BooleanType()),
+        StructField(FIRST_END, IntegerType()),
+        StructField(APPLIED, BooleanType()),
+        StructField(LAST, IntegerType()),
+        StructField(RESCHEDULED_AT, TimestampType()),
+        StructField(RESCHEDULED_COUNT, IntegerType()),
     ]
 )
 """The columns :func:`in_order` adds."""
@@ -129,8 +143,8 @@ def _figures(table: pa.Table, key: Sequence[str]) -> pa.Table:
     row = np.arange(n)
     pos = row - first[group] + 1
 
-    eligible, terminal = _flag(table, "_eligible"), _flag(table, "_terminal")
-    rollback, ack = _flag(table, "_rollback"), _flag(table, "_ack")
+    eligible, terminal = _flag(table, ELIGIBLE), _flag(table, TERMINAL)
+    rollback, ack = _flag(table, ROLLBACK), _flag(table, ACK)
     running = np.cumsum(rollback)
     rollbacks = running - (running - rollback)[first][group]  # this group's, up to this row
     count = _int(table, "delivery_count") + rollbacks + ack
@@ -155,14 +169,14 @@ def _figures(table: pa.Table, key: Sequence[str]) -> pa.Table:
     source = np.maximum(source, 0)
 
     figures = {
-        "_pos": pa.array(pos.astype(np.int32)),
-        "_count": pa.array(count.astype(np.int32)),
-        "_ends": pa.array(ends),
-        "_first_end": pa.array(group_first_end.astype(np.int32), mask=none_ended),
-        "_applied": pa.array(applied),
-        "_last": pa.array(last.astype(np.int32), mask=last == 0),
-        "_rescheduled_at": pa.array(at[source], mask=~rescheduled).cast(_TIMESTAMP),
-        "_rescheduled_count": pa.array(count[source].astype(np.int32), mask=~rescheduled),
+        POS: pa.array(pos.astype(np.int32)),
+        COUNT: pa.array(count.astype(np.int32)),
+        ENDS: pa.array(ends),
+        FIRST_END: pa.array(group_first_end.astype(np.int32), mask=none_ended),
+        APPLIED: pa.array(applied),
+        LAST: pa.array(last.astype(np.int32), mask=last == 0),
+        RESCHEDULED_AT: pa.array(at[source], mask=~rescheduled).cast(_TIMESTAMP),
+        RESCHEDULED_COUNT: pa.array(count[source].astype(np.int32), mask=~rescheduled),
     }
     for name, values in figures.items():
         table = table.append_column(name, values)

@@ -45,6 +45,7 @@ from pathlib import Path
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from routing.broker.ids import DIVERT
 from routing.broker.layout import DELIVERIES, MANAGEMENT
 from routing.io.delta_tables import last_user_metadata
 from routing.io.lake import Lake
@@ -52,6 +53,7 @@ from routing.io.storage import TABLE, append_tables, read_table
 from routing.plan import journal as events
 from routing.plan import schemas
 from routing.plan.breadcrumbs import ORIG_ADDRESS, ORIG_MESSAGE_ID, ORIG_QUEUE
+from routing.plan.deliveries import ROLLBACK
 
 __all__ = [
     "DIVERTED",
@@ -83,9 +85,9 @@ __all__ = [
     "top_causes",
 ]
 
-MAX_DELIVERY_ATTEMPTS = "MAX_DELIVERY_ATTEMPTS"
+MAX_DELIVERY_ATTEMPTS = events.MAX_DELIVERY_ATTEMPTS
 """Cause of a dead letter whose delivery attempts ran out (the journal's reason)."""
-SEND_TO_DLA = "SEND_TO_DLA"
+SEND_TO_DLA = events.SEND_TO_DLA
 """Cause of a dead letter an operator sent with a ``SEND_TO_DLA`` management row."""
 NO_ROUTE = events.NO_ROUTE
 """Cause of a send-to-dla-on-no-route dead letter (and of a message dropped without route)."""
@@ -351,7 +353,7 @@ def lineage(messages: DataFrame, journal: DataFrame, message_id: int) -> DataFra
         )
         .drop("_copy_id")
     )
-    diverted = steps.where(F.col("_next_reason") == F.lit("DIVERT")).select(
+    diverted = steps.where(F.col("_next_reason") == F.lit(DIVERT)).select(
         "hop",
         "message_id",
         "address",
@@ -488,7 +490,7 @@ def dead_letters(
         F.try_element_at("detail", F.lit("copy_id")).try_cast("long").alias("copy_id"),
     )
     rollbacks = (
-        deliveries.where(F.col("outcome") == "ROLLBACK")
+        deliveries.where(F.col("outcome") == ROLLBACK)
         .select("queue", "message_id", "at", F.lit(True).alias("_rollback"))
         .dropDuplicates(["queue", "message_id", "at"])
     )
@@ -531,7 +533,7 @@ def dead_letters(
                 F.col("message_id"),
             ).alias("origin_message_id"),
             F.when(
-                F.col("copy_reason") == F.lit("DIVERT"), F.try_element_at(props, F.lit(ORIG_QUEUE))
+                F.col("copy_reason") == F.lit(DIVERT), F.try_element_at(props, F.lit(ORIG_QUEUE))
             ).alias("divert"),
         )
     )
