@@ -23,3 +23,24 @@ class Figure:
         verdict = "" if self.ok is None else ("  ok" if self.ok else "  MISSED")
         target = f"  (target {self.target})" if self.target else ""
         return f"{self.name:<58} {self.value:>14,.2f} {self.unit:<10}{target}{verdict}"
+
+
+SINGLE_PROCESS = 13_700
+"""Marginal msg/s of a single-process pure-Python router on the demo lakes (issue 22)."""
+
+
+def marginal_figures(times: dict[int, float], target: float) -> list[Figure]:
+    """The marginal throughput ``(large - small) / (T(large) - T(small))`` of two runs (it
+    cancels their fixed costs), against ``target`` msg/s and the single-process router."""
+    small, large = sorted(times)
+    marginal = (large - small) / (times[large] - times[small])
+    return [
+        Figure(
+            f"marginal throughput ({large:,} - {small:,})",
+            marginal,
+            "msg/s",
+            f">= {target / 1000:.0f}k",
+            marginal >= target,
+        ),
+        Figure("  ratio to the single-process pure-Python router", marginal / SINGLE_PROCESS, "x"),
+    ]

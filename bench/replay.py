@@ -27,7 +27,7 @@ import numpy as np
 import psutil
 from deltalake import DeltaTable, write_deltalake
 
-from bench import Figure
+from bench import Figure, marginal_figures
 from bench.storage import message_table
 from jobs.demo import write_log
 from routing.io.lake import Lake
@@ -38,8 +38,6 @@ SIZES = (100_000, 1_000_000)
 TEN_MILLION = False
 """Also replay 10M messages once (``python -m bench replay --ten-million``): its time
 against ``11 x T(1M)`` and its peak memory against the 1M run's (flat)."""
-SINGLE_PROCESS = 13_700
-"""Marginal msg/s of a single-process pure-Python router on the demo workload (issue 22)."""
 
 
 def _tree_pss(process: psutil.Process) -> int:
@@ -184,22 +182,8 @@ def run(spark, scale: float) -> list[Figure]:
             )
             figures.append(Figure("  messages/s incl. session start", size / seconds, "msg/s"))
             shutil.rmtree(workdir / f"lake-{size}", ignore_errors=True)
-        small, large = sorted(times)
-        marginal = (large - small) / (times[large] - times[small])
-        figures.append(
-            Figure(
-                f"marginal throughput ({large:,} - {small:,})",
-                marginal,
-                "msg/s",
-                ">= 60k",
-                marginal >= 60_000,
-            )
-        )
-        figures.append(
-            Figure(
-                "  ratio to the single-process pure-Python router", marginal / SINGLE_PROCESS, "x"
-            )
-        )
+        figures += marginal_figures(times, 60_000)
+        large = max(times)
         peak_gib = peaks[large] / 2**30
         figures.append(
             Figure(

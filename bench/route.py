@@ -26,7 +26,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from bench import Figure
+from bench import Figure, marginal_figures
 from jobs.demo import write_log
 from jobs.replay import load_logs
 from routing.io.lake import Lake
@@ -35,8 +35,6 @@ ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf" / "broker.xml"
 SIZES = (100_000, 1_000_000)
 SCALING = 300_000
-SINGLE_PROCESS = 13_700
-"""Marginal msg/s of a single-process pure-Python router on the same lakes (issue 22)."""
 
 
 def input_lake(spark: SparkSession, workdir: Path, messages: int) -> Path:
@@ -83,22 +81,7 @@ def run(spark: SparkSession, scale: float) -> list[Figure]:
         for size in (max(1000, int(s * scale)) for s in SIZES):
             times[size] = route(input_lake(spark, workdir, size), workdir)
             figures.append(Figure(f"{size:,} messages, wall", times[size], "s"))
-        small, large = sorted(times)
-        marginal = (large - small) / (times[large] - times[small])
-        figures.append(
-            Figure(
-                f"marginal throughput ({large:,} - {small:,})",
-                marginal,
-                "msg/s",
-                ">= 65k",
-                marginal >= 65_000,
-            )
-        )
-        figures.append(
-            Figure(
-                "  ratio to the single-process pure-Python router", marginal / SINGLE_PROCESS, "x"
-            )
-        )
+        figures += marginal_figures(times, 65_000)
 
         size = max(1000, int(SCALING * scale))
         lake = input_lake(spark, workdir, size)

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from pyspark import StorageLevel
 from pyspark.sql import SparkSession
 
 from jobs import route
@@ -59,7 +60,8 @@ def load_logs(
     """
     scratch = Scratch()
     try:
-        loaded = replay.split(scratch.keep(replay.checked(spark, logs)))
+        # a log can be far larger than the heap (10M messages: 25M rows): kept on disk
+        loaded = replay.split(scratch.keep(replay.checked(spark, logs), StorageLevel.DISK_ONLY))
         sent_to = [
             r.address
             for r in loaded.records.where("kind = 'send'").select("address").distinct().collect()

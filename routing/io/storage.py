@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import pyarrow as pa
+from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -179,11 +180,12 @@ def append_tables(
     app_id: str | None = None,
     txn_version: int | None = None,
     first: Callable[[str], bool] = layout.is_address_source,
+    level: StorageLevel = StorageLevel.MEMORY_AND_DISK,
 ) -> dict[str, int]:
     """Append a tagged union (``_table`` names each row's table) to the lake: one commit
     per table, the tables for which ``first`` holds before the others.
 
-    The rows are computed once (checkpointed) and counted (:func:`count_rows`); only the
+    The rows are computed once (checkpointed at ``level``) and counted (:func:`count_rows`); only the
     tables that get rows are written. The tables of each group (``first`` ones, then the
     others) are committed concurrently (:data:`CONCURRENT_COMMITS`): they are separate
     Delta tables, each commit its own transaction.
@@ -192,7 +194,7 @@ def append_tables(
     """
     scratch = Scratch()
     try:
-        kept = scratch.keep(rows)
+        kept = scratch.keep(rows, level)
         counts = count_rows(kept)
 
         def write(table: str) -> None:

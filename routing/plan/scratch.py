@@ -27,17 +27,19 @@ class Scratch:
     def __init__(self) -> None:
         self._rdds: list = []
 
-    def keep(self, frame: DataFrame) -> DataFrame:
-        """``frame`` computed once, in at most ``spark.sql.shuffle.partitions`` partitions.
+    def keep(
+        self, frame: DataFrame, level: StorageLevel = StorageLevel.MEMORY_AND_DISK
+    ) -> DataFrame:
+        """``frame`` computed once, in at most ``spark.sql.shuffle.partitions`` partitions,
+        stored at ``level`` (``DISK_ONLY`` for a frame far larger than the heap: a
+        partition stored in memory first is unrolled there, and millions of rows outgrow it).
 
         Unions add up their inputs' partitions: a batch of many routing passes would
         otherwise carry hundreds of near-empty partitions into every later stage, and
         write a file per partition and table.
         """
         partitions = shuffle_partitions(frame.sparkSession)
-        kept = frame.coalesce(max(partitions, 1)).localCheckpoint(
-            eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK
-        )
+        kept = frame.coalesce(max(partitions, 1)).localCheckpoint(eager=True, storageLevel=level)
         # the checkpointed RDD behind the frame's LogicalRDD (no public accessor)
         self._rdds.append(kept._jdf.queryExecution().analyzed().rdd())
         return kept

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -353,7 +354,9 @@ def lake_rows(loaded: Loaded, addresses: Sequence[str]) -> DataFrame:
 def write(lake: Lake, rows: DataFrame, paths: Sequence[str]) -> None:
     """Append the rows to the lake, one commit per table; loading the same logs again is a no-op
     (each table's commit is the app transaction of the logs' content)."""
-    append_tables(rows, lake, app_id=f"jobs.replay:{logs_id(paths)}", txn_version=0)
+    app_id = f"jobs.replay:{logs_id(paths)}"
+    # a log can be far larger than the heap: its rows are kept on disk
+    append_tables(rows, lake, app_id=app_id, txn_version=0, level=StorageLevel.DISK_ONLY)
 
 
 def logs_id(paths: Sequence[str]) -> str:
