@@ -207,6 +207,30 @@ def test_a_plan_that_saw_each_queue_when_it_existed_holds_at_once(spark):
         scratch.release()
 
 
+def test_an_event_naming_a_queue_the_batch_never_creates_is_rejected(spark):
+    """The first plan takes DLQ.audit.all, named by an ACK, for a queue that exists; the
+    batch creates nothing, so that plan does not hold and the second one, which assumes
+    what the first found, rejects the ACK."""
+    topology = topology_of(XML)
+    events = batch_events(
+        spark, [message(6, "audit.all")], [delivery("DLQ.audit.all", 999, "ACK", 5)]
+    )
+    scratch = Scratch()
+    try:
+        result = run_batch(
+            events, no_pending(spark), JobState(), topology, Router(topology), scratch
+        )
+        assert result.created == {}
+        assert result.attempts == 2
+        assert_rows(
+            result.rejected.select("source", "at", "reason"),
+            "source string, at timestamp, reason string",
+            [("deliveries", at(5), "unknown queue 'DLQ.audit.all'")],
+        )
+    finally:
+        scratch.release()
+
+
 def test_queue_rows(batch):
     _, queue_rows, _, _ = batch
     assert_rows(

@@ -257,10 +257,11 @@ def _plan_batch(
         return exists
 
     exists = exists_under(assumed)
-    if events_expect_queues and (
-        expected := [q.name for q in topology.auto_queues if q.name not in assumed]
-    ):
+    expected = [q.name for q in topology.auto_queues if q.name not in assumed]
+    if events_expect_queues and expected:
         exists = _or_named(exists, expected)
+    else:
+        expected = []
     classified = classify(events, topology.queues, scratch, taken, exists)
     # each decision that asked whether an auto-created queue existed: final moments ->
     # the rows that would have been answered otherwise
@@ -277,7 +278,12 @@ def _plan_batch(
         F.count_if((F.col("source") == MANAGEMENT) & F.col("message_id").isNull()).alias(
             "filter_ops"
         ),
+        F.count_if(
+            ~is_message_row() & (F.col("queue").isin(*expected) | F.col("to_queue").isin(*expected))
+        ).alias("expecting"),
     ).collect()[0]  # an aggregate without groups: exactly one row
+    if not facts.expecting:
+        expected = []  # no event named a queue it expected: the plan assumed ``assumed``
     # the lake clock (SPEC §5.4): latest event time seen, or --as-of if later; never back
     times = [t for t in (state.clock, facts.latest, as_of) if t is not None]
     clock = max(times) if times else None
@@ -356,7 +362,8 @@ def _plan_batch(
         known = created_moments(known, found)
     rejected.append(_no_such_message(waiting))
     created = created_moments(state.created, found)
-    holds = created == assumed or _holds(asked, created)
+    # when the plan finds what it assumed it holds, unless the events expected more
+    holds = (created == assumed and not expected) or _holds(asked, created)
 
     changed = union_of(updated)
     broadcast = facts.rows <= BROADCAST_CHANGES
