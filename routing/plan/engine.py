@@ -257,11 +257,13 @@ def _plan_batch(
         return exists
 
     exists = exists_under(assumed)
-    expected = [q.name for q in topology.auto_queues if q.name not in assumed]
-    if events_expect_queues and expected:
+    expected = (
+        [q.name for q in topology.auto_queues if q.name not in assumed]
+        if events_expect_queues
+        else []
+    )
+    if expected:
         exists = _or_named(exists, expected)
-    else:
-        expected = []
     classified = classify(events, topology.queues, scratch, taken, exists)
     # each decision that asked whether an auto-created queue existed: final moments ->
     # the rows that would have been answered otherwise
@@ -336,7 +338,7 @@ def _plan_batch(
         folded = fold(
             round_events, fold_state(in_play), fold_facts, queue_addresses, scratch, retry_target
         )
-        asked.append(_endings_asked(topology, folded.decided, dict(known)))
+        asked.append(_endings_asked(topology, folded.decided, retry_target))
         updated.append(folded.updated)
         journals.append(folded.journal)
         rejected.append(folded.rejected)
@@ -409,21 +411,19 @@ def _routes_asked(router: Router, decided: DataFrame) -> Callable[[Created], Dat
 
 
 def _endings_asked(
-    topology: Topology, decided: DataFrame, known: Created
+    topology: Topology, decided: DataFrame, retry_target: Column
 ) -> Callable[[Created], DataFrame]:
-    """The fold's decisions that asked for auto-created queues (:attr:`Folded.decided`,
-    made knowing the moments ``known``): final moments -> the events they would change."""
+    """The fold's decisions that asked for auto-created queues (:attr:`Folded.decided`;
+    ``retry_target``: whether a RETRY's target existed, as the fold saw it): final
+    moments -> the events they would change."""
 
     def changed(final: Created) -> DataFrame:
-        retry_target = (
-            exists_at(topology, F.col(RETRY_QUEUE), F.col("at"), MANAGEMENT_KIND, known),
-            exists_at(topology, F.col(RETRY_QUEUE), F.col("at"), MANAGEMENT_KIND, final),
-        )
+        would = exists_at(topology, F.col(RETRY_QUEUE), F.col("at"), MANAGEMENT_KIND, final)
         return decided.where(
             endings_seen_differently(
                 bound_since(topology, F.col("dead_letter_address"), final),
                 bound_since(topology, F.col("expiry_address"), final),
-                retry_target,
+                (retry_target, would),
             )
         )
 

@@ -41,7 +41,7 @@ from pyspark.sql import functions as F
 from routing.broker.config import ANYCAST, MULTICAST, DivertConfig
 from routing.broker.ids import DEAD_LETTER, DIVERT
 from routing.broker.layout import address_source
-from routing.broker.topology import MESSAGE_RANK, Created, Topology, moment_of
+from routing.broker.topology import MESSAGE_RANK, Created, Queue, Topology, moment_of
 from routing.plan import journal, schemas
 from routing.plan._columns import (
     case_of,
@@ -305,10 +305,9 @@ class Router:
             choices = []
             for queue in queues:
                 if queue.routing_type == MULTICAST:
-                    cond = self._takes(MULTICAST) & matches(queue.filter)
+                    cond = self._multicast_offer(queue)
                     if queue.name in self._auto:  # a binding once created (auto-created: multicast)
-                        since = F.col(self._since(queue.name))
-                        cond = cond & (moment(F.col("sent_at"), F.col(RANK)) >= since)
+                        cond = cond & self._created_by_then(F.col(self._since(queue.name)))
                 elif len(anycast) == 1:
                     cond = self._takes(ANYCAST) & matches(queue.filter)
                 else:
@@ -332,19 +331,29 @@ class Router:
             for queue in self.topology.queues_on(address):
                 if queue.name not in self._auto or queue.routing_type != MULTICAST:
                     continue
-                at = moment(F.col("sent_at"), F.col(RANK))
                 since = moment_of(created[queue.name]) if queue.name in created else None
-                saw = F.coalesce(at >= F.col(self._since(queue.name)), F.lit(False))
-                would = F.coalesce(at >= F.lit(since).cast("bigint"), F.lit(False))
+                saw = F.coalesce(
+                    self._created_by_then(F.col(self._since(queue.name))), F.lit(False)
+                )
+                would = F.coalesce(self._created_by_then(F.lit(since).cast("bigint")), F.lit(False))
                 offered = (
                     (F.col("address") == address)
                     & F.col("to_queue").isNull()
                     & ~F.col(_EXCLUSIVE)
-                    & self._takes(MULTICAST)
-                    & matches(queue.filter)
+                    & self._multicast_offer(queue)
                 )
                 differ = differ | (offered & (saw != would))
         return differ
+
+    def _multicast_offer(self, queue: Queue) -> Column:
+        """A row takes multicast ``queue`` if it exists: its routing type and filter allow it."""
+        return self._takes(MULTICAST) & matches(queue.filter)
+
+    @staticmethod
+    def _created_by_then(since: Column) -> Column:
+        """An auto-created queue created at moment ``since`` exists for the row (null: not
+        created)."""
+        return moment(F.col("sent_at"), F.col(RANK)) >= since
 
     def _since(self, queue: str) -> str:
         """The column holding the moment auto-created ``queue`` was created (null: not yet)."""
