@@ -4,12 +4,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 JARS := jars/lib/.fetched
+LOCAL_FS := jars/build/routing-localfs.jar
 LAKE ?= lake
 CONF ?= conf/broker.xml
 
 .PHONY: setup run test lint bench clean
 
-setup: $(STAMP) $(JARS)
+setup: $(STAMP) $(JARS) $(LOCAL_FS)
 
 # Delta's JVM connector (jars/pom.xml), handed to Spark by routing/session.py; offline afterwards.
 $(JARS): jars/pom.xml
@@ -19,6 +20,15 @@ $(JARS): jars/pom.xml
 	mvn -q -B -f jars/pom.xml dependency:copy-dependencies
 	@ls jars/lib/delta-spark_*.jar >/dev/null
 	@touch $(JARS)
+
+# The forkless local file system (routing/io/session.py), compiled against pyspark's Hadoop.
+$(LOCAL_FS): $(wildcard jars/src/routing/localfs/*.java) $(STAMP)
+	@command -v javac >/dev/null 2>&1 || { echo "need javac (a Java 17 JDK), e.g. apt-get install openjdk-17-jdk-headless"; exit 1; }
+	rm -rf jars/build && mkdir -p jars/build/classes
+	javac --release 17 -nowarn -d jars/build/classes \
+		-cp "$$($(PY) -c 'import pathlib, pyspark; print(pathlib.Path(pyspark.__file__).parent / "jars")')/*" \
+		jars/src/routing/localfs/*.java
+	jar cf $@ -C jars/build/classes .
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (Python 3.11)"; exit 1; }
@@ -45,4 +55,4 @@ bench: setup
 	$(PY) -m bench
 
 clean:
-	rm -rf $(LAKE) .pytest_cache spark-warehouse metastore_db jars/lib
+	rm -rf $(LAKE) .pytest_cache spark-warehouse metastore_db jars/lib jars/build

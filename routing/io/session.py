@@ -15,6 +15,16 @@ from pyspark.sql import SparkSession
 _LOG4J = Path(__file__).with_name("log4j2.properties")
 DELTA_JARS = Path(os.environ.get("ROUTING_DELTA_JARS", Path(__file__).parents[2] / "jars" / "lib"))
 """Delta's JVM connector and its own dependencies, fetched by ``make setup`` (jars/pom.xml)."""
+LOCAL_FS_JAR = Path(__file__).parents[2] / "jars" / "build" / "routing-localfs.jar"
+"""The forkless local file system (jars/src/routing/localfs), built by ``make setup``."""
+
+LOCAL_FS_CONF: dict[str, str] = {
+    # Without Hadoop's native library (pip's pyspark has none) the local file system forks
+    # `chmod` for every file it creates and `readlink` before every rename: about a
+    # hundred processes per micro-batch from a JVM of several GiB (docs/DESIGN.md).
+    "spark.hadoop.fs.file.impl": "routing.localfs.ForklessLocalFileSystem",
+    "spark.hadoop.fs.AbstractFileSystem.file.impl": "routing.localfs.ForklessLocalFs",
+}
 
 DELTA_CONF: dict[str, str] = {
     # What configure_spark_with_delta_pip sets up, with the jars fetched at setup.
@@ -111,6 +121,10 @@ def build_session(
         builder = builder.master(master or os.environ.get("ROUTING_SPARK_MASTER", "local[*]"))
         settings.update(EMBEDDED_CONF)
         settings["spark.jars"] = delta_jars()
+        if LOCAL_FS_JAR.is_file():
+            # on the JVM's own class path: Hadoop looks file systems up by class name
+            settings["spark.driver.extraClassPath"] = str(LOCAL_FS_JAR)
+            settings.update(LOCAL_FS_CONF)
         settings["spark.pyspark.python"] = sys.executable
         settings["spark.pyspark.driver.python"] = sys.executable
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
