@@ -30,7 +30,13 @@ from pyspark.sql import DataFrame, SparkSession
 
 from jobs._logging import configure
 from routing.broker.config import ConfigError, load_config
-from routing.broker.layout import JOURNAL, REJECTED, address_of_source, is_address_source
+from routing.broker.layout import (
+    JOURNAL,
+    REJECTED,
+    ROUTING_APP_PREFIX,
+    address_of_source,
+    is_address_source,
+)
 from routing.broker.state import JobState
 from routing.broker.topology import Topology
 from routing.io.lake import Lake
@@ -120,9 +126,10 @@ class BatchRunner:
         self.idle.set()
 
     def app_id(self) -> str:
-        """Delta app id of this query: stable across restarts of the same checkpoint."""
+        """Delta app id of this query: stable across restarts of the same checkpoint; its
+        prefix tells the input stream the commit is the job's own (not offered again)."""
         metadata = json.loads(Path(self.lake.checkpoint(CHECKPOINT), "metadata").read_text())
-        return f"jobs.route:{metadata['id']}"
+        return f"{ROUTING_APP_PREFIX}{metadata['id']}"
 
     def __call__(self, slices: DataFrame, batch_id: int) -> None:
         self.idle.clear()

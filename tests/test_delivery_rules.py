@@ -551,12 +551,16 @@ def route_events(
             append(lake.management, [row], schemas.MANAGEMENT)
         else:
             append(lake.address_table(row["address"]), [row], schemas.MESSAGE)
+    return lake, len(batch_lines(spark, lake, conf, *options))
+
+
+def batch_lines(spark, lake: Lake, conf: Path, *options: str) -> list[str]:
+    """The job run available-now over ``lake``: its line of figures for each micro-batch."""
     out, err = io.StringIO(), io.StringIO()
     argv = ["--conf", str(conf), "--lake", lake.root, "--available-now", *options]
     status = route.main(argv, spark=spark, out=out, err=err)
     assert status == 0, err.getvalue()
-    batches = sum(line.startswith("batch ") for line in out.getvalue().splitlines())
-    return lake, batches
+    return [line for line in out.getvalue().splitlines() if line.startswith("batch ")]
 
 
 def table_frame(spark, path: str) -> DataFrame | None:
@@ -614,3 +618,31 @@ def assert_same_tables(spark, single: Lake, whole: Lake, addresses: set[str]) ->
             table_frame(spark, whole.table(source)),
             order_by=["message_id"],
         )
+
+
+TAP_XML = """
+<diverts>
+  <divert name="tap"><address>orders</address><forwarding-address>taps</forwarding-address></divert>
+</diverts>
+<addresses>
+  <address name="orders"><anycast><queue name="o1"/></anycast></address>
+  <address name="taps"><anycast><queue name="taps.q"/></anycast></address>
+</addresses>
+"""
+
+
+def test_the_copies_a_batch_writes_make_no_batch_of_their_own(spark, tmp_path):
+    """The job's own commit to an address table is the lake's next version, but not new
+    input: the run after the one that wrote copies has nothing to do (docs/DESIGN.md)."""
+    workdir = tmp_path / "run"
+    lake, batches = route_events(workdir, spark, TAP_XML, [("orders", message(1, "orders", 0))])
+    conf = workdir / "broker.xml"
+    assert batches == 1
+    taps = [r["message_id"] for r in rows(lake.address_table("taps"))]
+    assert taps == [divert_copy(1, "tap", "taps")]  # the job's own commit
+
+    assert batch_lines(spark, lake, conf) == []
+    append(lake.address_table("orders"), [message(2, "orders", 10)], schemas.MESSAGE)
+    (line,) = batch_lines(spark, lake, conf)
+    assert "rows in 1, routed 1, applied 0, copies 1," in line, line
+    assert len(rows(lake.address_table("taps"))) == 2

@@ -7,10 +7,13 @@ import itertools
 
 import pyarrow as pa
 import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-from routing.io.delta_tables import TableFiles
+from routing.broker.layout import ROUTING_APP_PREFIX
+from routing.io.delta_tables import TableFiles, commit_app_ids
 from routing.io.lake import Lake
-from routing.io.lake_events import UNBOUNDED, read_events
+from routing.io.lake_events import UNBOUNDED, LakeEventsReader, read_events
+from routing.io.storage import append as job_append
 from routing.plan import schemas
 from tests.lakeio import append, at
 
@@ -210,3 +213,51 @@ def test_a_files_time_bound_covers_its_last_row(tmp_path):
     assert [f.version for f in files] == [0, 1]
     micros = int(last.timestamp()) * 1_000_000 + last.microsecond
     assert files[1].max_time >= micros
+
+
+def copy_back(spark, lake: Lake, address: str, app_id: str, message_id: int, ms: int) -> None:
+    """One commit of ``app_id`` to an address table, as the routing job appends its copies
+    (delta-spark, ``txnAppId`` / ``txnVersion``)."""
+    row = {"message_id": message_id, "address": address, "sent_at": at(ms), "copy_reason": "DIVERT"}
+    frame = spark.createDataFrame(pa.Table.from_pylist([row], schema=schemas.MESSAGE))
+    job_append(frame, lake.address_table(address), app_id=app_id, txn_version=0)
+
+
+def offered(reader: LakeEventsReader, start: dict, end: dict) -> list[tuple[str, int]]:
+    """(source, version) of each file the batch from ``start`` to ``end`` reads."""
+    (partition,) = reader.partitions(start, end)
+    return [(s[0], s[3]) for s in reader.read(partition)]
+
+
+def test_the_routing_jobs_own_commits_are_not_offered(spark, tmp_path):
+    """The job's copies come back as new versions of the address tables it wrote: they make
+    no batch, and a later batch reads the producers' files beside them only."""
+    lake = Lake.at(tmp_path)
+    send(lake, "a", (1, 0))  # version 0
+    reader = LakeEventsReader(lake.root, {})
+    first = reader.latestOffset(reader.initialOffset(), ReadAllAvailable())
+    assert first["tables"] == {"addresses/a": 0}
+
+    copy_back(spark, lake, "a", f"{ROUTING_APP_PREFIX}query", 1 << 62, 0)  # version 1
+    assert commit_app_ids(lake.address_table("a"), 1) == {f"{ROUTING_APP_PREFIX}query"}
+    assert reader.latestOffset(first, ReadAllAvailable()) == first
+    restarted = LakeEventsReader(lake.root, {})  # learns the table from version 0 again
+    assert restarted.latestOffset(first, ReadAllAvailable()) == first
+
+    send(lake, "a", (2, 5))  # version 2: a producer's
+    second = reader.latestOffset(first, ReadAllAvailable())
+    assert second["tables"] == {"addresses/a": 2}
+    assert offered(reader, first, second) == [("addresses/a", 2)]
+    assert offered(restarted, first, second) == [("addresses/a", 2)]
+
+    # another writer with an app id (the replay loader) appends input rows: offered
+    copy_back(spark, lake, "a", "jobs.replay:log", 3, 10)  # version 3
+    third = reader.latestOffset(second, ReadAllAvailable())
+    assert offered(reader, second, third) == [("addresses/a", 3)]
+
+
+def test_a_commit_whose_file_is_gone_counts_as_a_producers(tmp_path):
+    lake = Lake.at(tmp_path)
+    send(lake, "a", (1, 0))
+    assert commit_app_ids(lake.address_table("a"), 0) == frozenset()  # no app transaction
+    assert commit_app_ids(lake.address_table("a"), 7) == frozenset()  # no such commit file

@@ -20,6 +20,11 @@ PRODUCER_IDS = "_state/producer_ids"
 DELTA_LOG = "_delta_log"
 """The folder of a Delta table's log, in the table's folder: what makes a folder a table."""
 
+ROUTING_APP_PREFIX = "jobs.route:"
+"""How the Delta app id of the routing job's commits starts (``jobs.route:<query id>``):
+the input stream does not offer what the job itself appended to an address table (its
+copies, routed when made). Other writers (``jobs.replay:``) append input rows."""
+
 
 def address_dir(address: str) -> str:
     """The folder name of an address table (SPEC §3 ``dir(address)``).

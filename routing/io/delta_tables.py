@@ -7,6 +7,8 @@ routing.io.lake_events). What this module answers, with delta-rs's public API
 - a table's version and schema, and the files each version added, with their
   statistics: the input stream plans its offsets from them in Spark's Python
   streaming-source process, which has no JVM to ask delta-spark;
+- which app transactions a commit carries, read from its commit file: the input stream
+  does not offer the routing job's own commits (:class:`TableFiles`);
 - an app transaction's version and a commit's ``userMetadata``: the job asks them
   before each batch (``done``, ``state``), and delta-spark's Python API has no lookup of
   the former; delta-rs answers both from the log without starting a Spark job.
@@ -17,13 +19,14 @@ docs/DESIGN.md, "Storage", says why delta-rs stays a dependency for this alone.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from routing.broker.layout import DELTA_LOG
+from routing.broker.layout import DELTA_LOG, ROUTING_APP_PREFIX
 
 NOT_DATA = frozenset({"OPTIMIZE", "VACUUM START", "VACUUM END", "SET TBLPROPERTIES"})
 """Operations whose added files hold no new rows (a compaction rewrites rows already there)."""
@@ -76,6 +79,22 @@ def last_user_metadata(location: str, lookback: int = 100) -> str | None:
     return None
 
 
+def commit_app_ids(location: str, version: int) -> frozenset[str]:
+    """The ``appId`` of every ``txn`` action of the table's commit ``version``.
+
+    Read from the commit file (``_delta_log/<version>.json``): delta-rs's API has the last
+    version of an app, not the app of a version. Empty when the file is gone (the log was
+    cleaned up past it), as for a commit without an app transaction.
+    """
+    path = Path(location, DELTA_LOG, f"{version:020d}.json")
+    try:
+        with path.open(encoding="utf-8") as commit:
+            actions = [json.loads(line) for line in commit if '"txn"' in line]
+    except FileNotFoundError:
+        return frozenset()
+    return frozenset(a["txn"]["appId"] for a in actions if "txn" in a)
+
+
 @dataclass(frozen=True)
 class DataFile:
     """A data file of a table: where it is, the version that added it, what it holds."""
@@ -94,7 +113,13 @@ class TableFiles:
     """The files each version of one table added, learnt incrementally, version by version.
 
     A version's new files are the paths of its snapshot that the previous one did not
-    have; a version whose commit only reorganises rows (:data:`NOT_DATA`) adds none.
+    have; a version whose commit only reorganises rows (:data:`NOT_DATA`) adds none, and
+    neither does a commit of the routing job (an app transaction whose id starts with
+    :data:`~routing.broker.layout.ROUTING_APP_PREFIX`): its rows are the job's own copies,
+    routed in the batch that made them, and reading them back would only cost a
+    micro-batch (docs/DESIGN.md, "A micro-batch"). A commit whose file is gone counts as
+    a producer's: its copies are then read, and the batch recognises them as the job's
+    own (:func:`routing.plan.inputs.own_copy`) and skips them.
     Input tables are append-only (SPEC §3): rows are never removed from them.
     """
 
@@ -110,7 +135,8 @@ class TableFiles:
         return table_version(self.location)
 
     def added(self, after: int, upto: int) -> list[DataFile]:
-        """Files added by versions in ``(after, upto]``, in version then path order."""
+        """Files added by versions in ``(after, upto]``, in version then path order (none
+        of the routing job's own commits)."""
         self._learn(upto)
         return [f for f in self._files if after < f.version <= upto]
 
@@ -128,7 +154,7 @@ class TableFiles:
             ]
             rows = actions.take(new).to_pylist() if new else []
             self._known.update(r["path"] for r in rows)
-            if operations.get(version) in NOT_DATA:
+            if operations.get(version) in NOT_DATA or self._by_routing_job(version):
                 continue
             self._files.extend(
                 DataFile(
@@ -141,6 +167,12 @@ class TableFiles:
                 for r in sorted(rows, key=lambda r: r["path"])
             )
         self._version = upto
+
+    def _by_routing_job(self, version: int) -> bool:
+        """Whether the commit ``version`` is an app transaction of the routing job."""
+        return any(
+            app.startswith(ROUTING_APP_PREFIX) for app in commit_app_ids(self.location, version)
+        )
 
     def _operations(self, upto: int) -> dict[int, str | None]:
         latest = DeltaTable(self.location)

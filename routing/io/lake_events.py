@@ -10,6 +10,10 @@ the same events in the same event-time order (docs/DESIGN.md). Rows that arrive 
 with an older time come in the next batch. ``asOf`` (option) is the ``--as-of`` of
 SPEC §5.4: raising it alone makes a new batch.
 
+The routing job's own commits (its copies appended to address tables) are not offered
+(:class:`routing.io.delta_tables.TableFiles`): a table version only they made is no new
+data, so a batch that wrote copies is not followed by one that reads them back.
+
 The stream's rows are not the input rows but the *slices* a batch reads (:data:`SLICE`:
 a data file, the version that added it, the event-time range to take from it), planned
 from the tables' Delta metadata (:mod:`routing.io.delta_tables`). :func:`read_events`
@@ -175,7 +179,8 @@ class LakeEventsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Offsets: ``{"base": {source: v}, "tables": {source: v}, "until": t, "asOf": a}``.
 
     Consumed so far: every row of versions ``<= base``, and the rows of versions in
-    ``(base, tables]`` whose event time is ``<= until``. ``until`` never decreases
+    ``(base, tables]`` whose event time is ``<= until`` (the routing job's own commits
+    offer no rows: :class:`~routing.io.delta_tables.TableFiles`). ``until`` never decreases
     while rows are held back; once it is unbounded everything is consumed and
     ``base`` catches up, so a later rate-limited batch may cut lower again.
     """
@@ -242,15 +247,17 @@ class LakeEventsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         }
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        """``start`` when nothing new is offered: a table the job alone wrote to since
+        (its own copies, not offered) makes no batch, and is not checked every trigger."""
         versions = self._versions()
-        for source, version in versions.items():
-            if version > start["tables"].get(source, -1):
+        new = {s: self._log(s).added(start["tables"].get(s, -1), v) for s, v in versions.items()}
+        for source, files in new.items():
+            if files:
                 check_table(self.lake, source)
         base = self._base(start)
         held = {
             s: self._held(s, base.get(s, -1), v, start["until"]) for s, v in start["tables"].items()
         }
-        new = {s: self._log(s).added(start["tables"].get(s, -1), v) for s, v in versions.items()}
         as_of = max(start["asOf"], self.as_of)
         if not any(new.values()) and not any(held.values()) and as_of == start["asOf"]:
             return start

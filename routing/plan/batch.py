@@ -24,7 +24,9 @@ class BatchResult:
     routed: DataFrame  # the producer rows accepted for routing
     rows_in: int = 0  # input rows, the job's own copies read back aside
     routed_rows: int = 0  # rows of ``routed``
-    own_copies: int = 0  # the job's own copies read back (skipped: routed when made)
+    # the job's own copies read back (skipped: routed when made); 0 unless the stream
+    # offered a commit of the job's (its commit file gone: routing.io.delta_tables.TableFiles)
+    own_copies: int = 0
     rounds: int = 0
     created: dict[str, tuple[int, int]] = field(default_factory=dict)  # JobState.created after
     attempts: int = 1  # plans of the batch (more than one when it created a queue)
