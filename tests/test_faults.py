@@ -167,9 +167,9 @@ def test_a_driver_killed_at_several_points_restarts_where_it_stopped(tmp_path, s
     shutil.copytree(lake, reference)
     limit = ["--max-events-per-trigger", "250"]
     # The same input routed in one batch, uninterrupted, alongside. The outcome may not
-    # depend on micro-batch sizes (SPEC §5.6), and a restarted run does cut its batches
-    # differently (its available-now target includes the copies written before the
-    # crash). One known exception, the reason of a rejected repeated ACK
+    # depend on micro-batch sizes (SPEC §5.6), and a restarted run may cut its batches
+    # differently (it fixes its own available-now target when it starts, after the
+    # batches the crashed run committed). One known exception, the reason of a rejected repeated ACK
     # (test_bad_input.py), cannot arise here: this traffic acknowledges nothing twice.
     uninterrupted = local_job(
         route_command(reference, "--available-now"), tmp_path / "reference.log"
