@@ -5,12 +5,13 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 JARS := jars/lib/.fetched
 LOCAL_FS := jars/build/routing-localfs.jar
+CLASS_ARCHIVE := jars/build/spark-classes.jsa
 LAKE ?= lake
 CONF ?= conf/broker.xml
 
 .PHONY: setup run test lint bench clean
 
-setup: $(STAMP) $(JARS) $(LOCAL_FS)
+setup: $(STAMP) $(JARS) $(LOCAL_FS) $(CLASS_ARCHIVE)
 
 # Delta's JVM connector (jars/pom.xml), handed to Spark by routing/session.py; offline afterwards.
 $(JARS): jars/pom.xml
@@ -29,6 +30,10 @@ $(LOCAL_FS): $(wildcard jars/src/routing/localfs/*.java) $(STAMP)
 		-cp "$$($(PY) -c 'import pathlib, pyspark; print(pathlib.Path(pyspark.__file__).parent / "jars")')/*" \
 		jars/src/routing/localfs/*.java
 	jar cf $@ -C jars/build/classes .
+
+# The classes a job loads, recorded once from a small demo (jobs/class_archive.py).
+$(CLASS_ARCHIVE): $(JARS) $(LOCAL_FS) $(STAMP)
+	$(PY) -m jobs.class_archive --to $@
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (Python 3.11)"; exit 1; }

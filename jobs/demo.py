@@ -293,7 +293,12 @@ def report(spark: SparkSession, lake_root: str) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    spark: SparkSession | None = None,
+    out: TextIO | None = None,
+) -> int:
     out = out or sys.stdout
     args = parse_args(argv)
     lake = Path(args.lake)
@@ -311,7 +316,9 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     from jobs import replay
     from routing.io.session import build_session
 
-    spark = build_session("jobs.demo")
+    own_session = spark is None
+    if spark is None:
+        spark = build_session("jobs.demo")
     try:
         job = ["--log", str(log), "--lake", str(lake), "--conf", args.conf]
         status = replay.main(job + ["--verbose"] * args.verbose, spark=spark, out=out)
@@ -323,7 +330,8 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
             )
         return status
     finally:
-        spark.stop()
+        if own_session:
+            spark.stop()
 
 
 if __name__ == "__main__":
