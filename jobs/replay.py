@@ -31,6 +31,12 @@ from routing.tools import replay
 
 log = logging.getLogger("jobs.replay")
 
+MAX_EVENTS_PER_TRIGGER = 2_600_000
+"""The routing run's rate limit unless ``--max-events-per-trigger`` says otherwise: input
+rows a micro-batch, about. The 1M-message demo log (2.51M rows) is one batch and the
+10M one (25.1M rows) about ten, so memory stays flat however long the log (docs/REPLAY.md,
+"Memory")."""
+
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
@@ -42,7 +48,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--conf", required=True, help="the broker.xml to route with")
     parser.add_argument("--lake", default="./lake", help="lake root (default ./lake)")
     parser.add_argument(
-        "--max-events-per-trigger", type=int, help="rate limit of the routing job's micro-batches"
+        "--max-events-per-trigger",
+        type=int,
+        default=MAX_EVENTS_PER_TRIGGER,
+        help="rate limit: input rows per micro-batch of the routing run, about "
+        f"(default {MAX_EVENTS_PER_TRIGGER:,}; 0: the whole log in one batch)",
     )
     parser.add_argument(
         "--verbose", action="store_true", help="log errors with their traceback (debug level)"
