@@ -86,6 +86,29 @@ def replay(log: Path, lake: Path) -> tuple[float, int, str]:
     return seconds, peak, "".join(output)
 
 
+def _phases(output: str) -> list[Figure]:
+    """The load's seconds and the routing run's micro-batches, from a replay's output
+    (``loaded 1 log(s) in 12.3 s``, ``batch 0: rows in 2510052, …``)."""
+    lines = output.splitlines()
+    loaded = [float(line.split()[-2]) for line in lines if line.startswith("loaded ")]
+    batches = [
+        int(line.split("rows in ")[1].split(",")[0])
+        for line in lines
+        if line.startswith("batch ") and "rows in " in line
+    ]
+    figures = [Figure("  of which loading the log", loaded[0], "s")] if loaded else []
+    if batches:
+        largest, smallest = max(batches), min(batches)
+        figures.append(
+            Figure(
+                f"  micro-batches of {smallest:,} to {largest:,} input rows",
+                len(batches),
+                "batches",
+            )
+        )
+    return figures
+
+
 def latency(workdir: Path, batches: int = 30, rows: int = 120) -> list[float]:
     """Seconds from each producer commit to its rows in ``queue_messages``."""
     lake = Lake.at(workdir / "latency-lake")
@@ -181,6 +204,7 @@ def run(spark, scale: float) -> list[Figure]:
                 )
             )
             figures.append(Figure("  messages/s incl. session start", size / seconds, "msg/s"))
+            figures += _phases(output)
             shutil.rmtree(workdir / f"lake-{size}", ignore_errors=True)
         figures += marginal_figures(times, 60_000)
         large = max(times)
@@ -197,7 +221,7 @@ def run(spark, scale: float) -> list[Figure]:
         if TEN_MILLION:
             size = max(1000, int(10_000_000 * scale))
             log = write_log(workdir / f"demo-{size}.parquet", size)
-            seconds, peak, _ = replay(log, workdir / f"lake-{size}")
+            seconds, peak, output = replay(log, workdir / f"lake-{size}")
             shutil.rmtree(workdir / f"lake-{size}", ignore_errors=True)
             bound = 11 * times[large]
             figures.append(
@@ -209,6 +233,7 @@ def run(spark, scale: float) -> list[Figure]:
                     seconds <= bound,
                 )
             )
+            figures += _phases(output)
             figures.append(
                 Figure(
                     f"  peak memory against {large:,} messages",

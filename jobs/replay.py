@@ -31,6 +31,12 @@ from routing.tools import replay
 
 log = logging.getLogger("jobs.replay")
 
+MAX_EVENTS_PER_TRIGGER = 2_600_000
+"""The routing run's rate limit unless ``--max-events-per-trigger`` says otherwise: input
+rows a micro-batch, about. The 1M-message demo log (2.51M rows) is one batch and the
+10M one (25.1M rows) about ten, so memory stays flat however long the log (docs/REPLAY.md,
+"Memory")."""
+
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
@@ -42,7 +48,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--conf", required=True, help="the broker.xml to route with")
     parser.add_argument("--lake", default="./lake", help="lake root (default ./lake)")
     parser.add_argument(
-        "--max-events-per-trigger", type=int, help="rate limit of the routing job's micro-batches"
+        "--max-events-per-trigger",
+        type=int,
+        default=MAX_EVENTS_PER_TRIGGER,
+        help="rate limit: input rows per micro-batch of the routing run, about "
+        f"(default {MAX_EVENTS_PER_TRIGGER:,}; 0: the whole log in one batch)",
     )
     parser.add_argument(
         "--verbose", action="store_true", help="log errors with their traceback (debug level)"
@@ -51,23 +61,31 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def load_logs(
-    spark: SparkSession, lake: Lake, logs: Sequence[str], addresses: Sequence[str] = ()
+    spark: SparkSession,
+    lake: Lake,
+    logs: Sequence[str],
+    addresses: Sequence[str] = (),
+    *,
+    rows_per_file: int = replay.ROWS_PER_FILE,
 ) -> None:
     """Append the logs' records to the lake (idempotent per set of logs).
 
     The logs are parsed once: the checked records are kept while the addresses
-    they send to are listed (each becomes a table) and everything is written.
+    they send to are listed (each becomes a table) and everything is written, each
+    table in files of at most ``rows_per_file`` rows in event-time order.
     """
     scratch = Scratch()
     try:
-        # a log can be far larger than the heap (10M messages: 25M rows): kept on disk
-        loaded = replay.split(scratch.keep(replay.checked(spark, logs), StorageLevel.DISK_ONLY))
+        # a log can be far larger than the heap (10M messages: 25M rows): kept on disk,
+        # each table's records in event-time order (the order its files are written in)
+        records = replay.in_event_time_order(replay.checked(spark, logs))
+        loaded = replay.split(scratch.keep(records, StorageLevel.DISK_ONLY))
         sent_to = [
             r.address
             for r in loaded.records.where("kind = 'send'").select("address").distinct().collect()
         ]
         rows = replay.lake_rows(loaded, sorted({*addresses, *sent_to}))
-        replay.write(lake, rows, logs)
+        replay.write(lake, rows, logs, rows_per_file=rows_per_file)
     finally:
         scratch.release()
 

@@ -7,10 +7,10 @@ import itertools
 
 import pyarrow as pa
 import pytest
-from pyspark.sql.streaming.datasource import ReadAllAvailable
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from routing.broker.layout import ROUTING_APP_PREFIX
-from routing.io.delta_tables import TableFiles, commit_app_ids
+from routing.io.delta_tables import TableFiles, commit_app_ids, epoch_micros
 from routing.io.lake import Lake
 from routing.io.lake_events import UNBOUNDED, LakeEventsReader, read_events
 from routing.io.storage import append as job_append
@@ -99,6 +99,31 @@ def test_a_rate_limit_cuts_in_event_time_and_loses_nothing(spark, tmp_path):
         (min(r.sent_at or r.at for r in b), max(r.sent_at or r.at for r in b)) for b in cut if b
     ]
     assert all(prev[1] < nxt[0] for prev, nxt in itertools.pairwise(bounds))
+
+
+def test_a_rate_limit_counts_the_part_of_a_long_file_up_to_the_cut(tmp_path):
+    """A sparse table's file spans far more time than a dense one's: the rows of it that a
+    cut takes count towards the limit, so batches stay about the limit's size."""
+    lake = Lake.at(tmp_path)
+    for step in range(10):  # ten files of 10 rows, 100 ms each
+        send(lake, "dense", *[(step * 10 + i, step * 100 + i * 10) for i in range(10)])
+    send(lake, "sparse", *[(1000 + i, i * 10) for i in range(100)])  # one file: 0 to 990 ms
+    times = [epoch_micros(at(s * 100 + i * 10)) for s in range(10) for i in range(10)]
+    times += [epoch_micros(at(i * 10)) for i in range(100)]
+
+    reader = LakeEventsReader(lake.root, {"maxeventspertrigger": "50"})
+    reader.prepareForTriggerAvailableNow()
+    untils, offset = [], reader.initialOffset()
+    for _ in range(20):  # the batches of an available-now run
+        offset = reader.latestOffset(offset, ReadMaxRows(50))
+        untils.append(offset["until"])
+        if offset["until"] == UNBOUNDED:
+            break
+    sizes = [
+        sum(1 for t in times if low < t <= high) for low, high in itertools.pairwise([-1, *untils])
+    ]
+    assert sum(sizes) == 200 and len(sizes) >= 4
+    assert all(0 < n <= 50 + 10 for n in sizes[:-1]), sizes  # the limit and a dense file
 
 
 def test_rows_held_back_by_the_cut_come_later_and_late_rows_still_arrive(spark, tmp_path):

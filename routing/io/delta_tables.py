@@ -104,6 +104,7 @@ class DataFile:
     size: int
     num_records: int | None
     max_time: int | None  # no event time in the file is later (epoch µs), if the stats say
+    min_time: int | None = None  # none is earlier (epoch µs), if the stats say
 
     def location(self, table: str) -> str:
         return str(Path(table, self.path))
@@ -163,6 +164,7 @@ class TableFiles:
                     r["size_bytes"],
                     r.get("num_records"),
                     _upper_bound(r.get(f"max.{self.time_column}")),
+                    _lower_bound(r.get(f"min.{self.time_column}")),
                 )
                 for r in sorted(rows, key=lambda r: r["path"])
             )
@@ -181,6 +183,14 @@ class TableFiles:
             for c in latest.history(latest.version() - self._version)
             if c["version"] <= upto
         }
+
+
+def _lower_bound(value: object) -> int | None:
+    """A bound (epoch µs) on the times of a column whose statistics say ``min = value``
+    (Delta truncates it to the millisecond, which is still no later than the row)."""
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return epoch_micros(value)
+    return None
 
 
 def _upper_bound(value: object) -> int | None:

@@ -263,8 +263,11 @@ class LakeEventsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return start
         until = UNBOUNDED
         if isinstance(limit, ReadMaxRows):
-            files = [f for fs in held.values() for f in fs] + [f for fs in new.values() for f in fs]
-            until = _cut(files, limit.max_rows)
+            unread: list[tuple[DataFile, int | None]] = [
+                (f, start["until"]) for fs in held.values() for f in fs
+            ]
+            unread += [(f, None) for fs in new.values() for f in fs]
+            until = _cut(unread, limit.max_rows)
             if start["until"] < UNBOUNDED:
                 until = max(until, start["until"])
         if until == start["until"] and not any(new.values()) and as_of == start["asOf"]:
@@ -301,16 +304,47 @@ def _later_than(f: DataFile, until: int) -> bool:
     return f.max_time is None or f.max_time > until
 
 
-def _cut(files: Sequence[DataFile], max_rows: int) -> int:
-    """The smallest file-time boundary giving a batch of about ``max_rows`` rows."""
-    total = 0
-    for bound, rows in sorted(
-        (f.max_time, f.num_records or 0) for f in files if f.max_time is not None
-    ):
-        total += rows
-        if total >= max_rows:
-            return bound
-    return UNBOUNDED
+def _cut(files: Sequence[tuple[DataFile, int | None]], max_rows: int) -> int:
+    """The smallest file-time boundary giving a batch of about ``max_rows`` rows.
+
+    :param files: the files a batch may read, each with the time it was read up to (a file
+        held back by an earlier cut) or None (a new file: any of its rows).
+
+    A file's rows are taken as spread evenly over its time range (its statistics' min and
+    max), so one that spans the bound counts in part: counting whole files only, a replayed
+    log's batches came out half as large again as the limit, as the files of its sparser
+    tables each span far more time than those of the dense ones (docs/REPLAY.md, "Memory").
+    """
+    known = [(f, after) for f, after in files if f.max_time is not None]
+    bounds = sorted({f.max_time for f, _ in known if f.max_time is not None})
+
+    def due(bound: int) -> float:
+        return sum(_due(f, after, bound) for f, after in known)
+
+    if not bounds or due(bounds[-1]) < max_rows:
+        return UNBOUNDED
+    low, high = 0, len(bounds) - 1  # the rows due only grow with the bound: bisect
+    while low < high:
+        middle = (low + high) // 2
+        if due(bounds[middle]) >= max_rows:
+            high = middle
+        else:
+            low = middle + 1
+    return bounds[low]
+
+
+def _due(f: DataFile, after: int | None, bound: int) -> float:
+    """About how many of ``f``'s rows later than ``after`` are at most ``bound``."""
+    rows, last = f.num_records or 0, f.max_time
+    if last is None or (after is not None and after >= last):
+        return 0.0
+    first = last if f.min_time is None else min(f.min_time, last)  # no min: all at the last
+    start = first if after is None else max(first, after)
+    if bound >= last:
+        return rows * (last - start) / (last - first) if last > first else float(rows)
+    if bound <= start:
+        return 0.0
+    return rows * (bound - start) / (last - first)
 
 
 def stream_options(

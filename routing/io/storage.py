@@ -152,13 +152,20 @@ def append(
     txn_version: int | None = None,
     partition_by: Sequence[str] = (),
     user_metadata: str | None = None,
+    rows_per_file: int | None = None,
 ) -> None:
     """Append ``rows`` to the Delta table at ``location`` (created if missing), as one
     commit; with ``app_id`` the commit is the app transaction ``(app_id, txn_version)``,
-    skipped by Delta when that version was committed already."""
+    skipped by Delta when that version was committed already.
+
+    :param rows_per_file: at most this many rows in a data file (Delta's
+        ``maxRecordsPerFile``); None: a file per task.
+    """
     writer = rows.write.format("delta").mode("append")
     if app_id is not None:
         writer = writer.option("txnAppId", app_id).option("txnVersion", str(txn_version))
+    if rows_per_file is not None:
+        writer = writer.option("maxRecordsPerFile", str(rows_per_file))
     if user_metadata is not None:
         writer = writer.option("userMetadata", user_metadata)
     if partition_by:
@@ -180,21 +187,24 @@ def append_tables(
     app_id: str | None = None,
     txn_version: int | None = None,
     first: Callable[[str], bool] = layout.is_address_source,
-    level: StorageLevel = StorageLevel.MEMORY_AND_DISK,
+    level: StorageLevel | None = StorageLevel.MEMORY_AND_DISK,
+    rows_per_file: int | None = None,
 ) -> dict[str, int]:
     """Append a tagged union (``_table`` names each row's table) to the lake: one commit
     per table, the tables for which ``first`` holds before the others.
 
-    The rows are computed once (checkpointed at ``level``) and counted (:func:`count_rows`); only the
+    The rows are computed once (checkpointed at ``level``; None: they are made of frames
+    kept already, so they are not kept again) and counted (:func:`count_rows`); only the
     tables that get rows are written. The tables of each group (``first`` ones, then the
     others) are committed concurrently (:data:`CONCURRENT_COMMITS`): they are separate
-    Delta tables, each commit its own transaction.
+    Delta tables, each commit its own transaction. Each task writes its rows in the order
+    it holds them, in files of at most ``rows_per_file`` rows (:func:`append`).
 
     :return: the row counts by table.
     """
     scratch = Scratch()
     try:
-        kept = scratch.keep(rows, level)
+        kept = rows if level is None else scratch.keep(rows, level)
         counts = count_rows(kept)
 
         def write(table: str) -> None:
@@ -203,6 +213,7 @@ def append_tables(
                 lake.table(table),
                 app_id=app_id,
                 txn_version=txn_version,
+                rows_per_file=rows_per_file,
             )
 
         tables = sorted(tables_written(counts), key=lambda t: (not first(t), t))

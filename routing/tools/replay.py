@@ -21,7 +21,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -40,7 +39,8 @@ from routing.broker.layout import address_source
 from routing.io.lake import Lake
 from routing.io.storage import TABLE, append_tables
 from routing.plan import schemas
-from routing.plan._columns import literal_map, tagged_union
+from routing.plan._columns import case_of, literal_map, shuffle_partitions, tagged_union
+from routing.plan.normalise import KINDS as INPUT_KINDS
 
 KINDS = ("send", "delivery", "management")
 ZONED = r"(Z|z|[+-]\d\d(:?\d\d)?)$"
@@ -80,6 +80,20 @@ TYPED = dict.fromkeys(TIMES, "timestamp") | NUMBERS
 """Fields a log may carry typed rather than as text, and their Spark types."""
 MESSAGE_TYPES = {f.name: f.dataType for f in schemas.spark_schema(schemas.MESSAGE).fields}
 _POSITION = (1 << 33) - 1  # monotonically_increasing_id: partition id << 33 | position
+
+ROWS_PER_FILE = 250_000
+"""Rows of a loaded input table's data file, at most. The files are in event-time order
+(:func:`write`), so each covers a short stretch of the log's time, and the routing job's
+rate limit, which cuts at files' latest times (``maxEventsPerTrigger``), can cut a long
+log into batches of about its size (docs/REPLAY.md, "Memory")."""
+LOG_ORDER = ("file", "number")
+"""A record's place in the logs: rows of one event time keep it in the tables."""
+TABLE_KINDS = {
+    "send": layout.ADDRESSES,
+    "delivery": layout.DELIVERIES,
+    "management": layout.MANAGEMENT,
+}
+"""The kind of input table each kind of record goes to."""
 
 
 @dataclass
@@ -351,12 +365,47 @@ def lake_rows(loaded: Loaded, addresses: Sequence[str]) -> DataFrame:
     return tagged_union([messages, deliveries, management, rejected])
 
 
-def write(lake: Lake, rows: DataFrame, paths: Sequence[str]) -> None:
-    """Append the rows to the lake, one commit per table; loading the same logs again is a no-op
-    (each table's commit is the app transaction of the logs' content)."""
+def event_time() -> Column:
+    """A checked record's event time: the column its table's rows are cut into batches by
+    (``sent_at`` of a send, ``at`` of a delivery or management record)."""
+    times = {kind: F.col(INPUT_KINDS[table].time_column) for kind, table in TABLE_KINDS.items()}
+    return case_of(F.col("kind"), times, F.lit(None).cast("timestamp"))
+
+
+def in_event_time_order(records: DataFrame) -> DataFrame:
+    """:func:`checked` records sorted by their table, event time and place in the logs, in
+    ``spark.sql.shuffle.partitions`` ranges: as many as the records are kept in
+    (:meth:`~routing.plan.scratch.Scratch.keep`), so no two ranges end up in one partition.
+
+    Each table's rows then lie in a few ranges, each in event-time order, and its files
+    (:data:`ROWS_PER_FILE` rows at most, :func:`write`) each cover a short stretch of
+    time: a rate-limited routing run can cut the log into batches that small
+    (``maxEventsPerTrigger`` goes by files' statistics). Rows of one event time keep the
+    logs' order, whatever the shuffle.
+    """
+    table = [F.col("kind"), F.when(F.col("kind") == "send", F.col("address"))]
+    order = [*table, event_time(), *[F.col(c) for c in LOG_ORDER]]
+    ranges = shuffle_partitions(records.sparkSession)
+    return records.repartitionByRange(ranges, *order).sortWithinPartitions(*order)
+
+
+def write(
+    lake: Lake, rows: DataFrame, paths: Sequence[str], *, rows_per_file: int = ROWS_PER_FILE
+) -> None:
+    """Append the rows to the lake, one commit per table, in files of at most
+    ``rows_per_file`` rows; loading the same logs again is a no-op (each table's commit is
+    the app transaction of the logs' content).
+
+    :param rows: :func:`lake_rows` of records kept in event-time order
+        (:func:`in_event_time_order`): each partition's rows are written in their order,
+        and not kept again (a log can be far larger than the heap: the records are
+        kept on disk).
+    :param rows_per_file: rows of a data file at most (:data:`ROWS_PER_FILE`).
+    """
+    if rows_per_file < 1:
+        raise ValueError(f"rows_per_file {rows_per_file}: expected a positive number of rows")
     app_id = f"jobs.replay:{logs_id(paths)}"
-    # a log can be far larger than the heap: its rows are kept on disk
-    append_tables(rows, lake, app_id=app_id, txn_version=0, level=StorageLevel.DISK_ONLY)
+    append_tables(rows, lake, app_id=app_id, txn_version=0, level=None, rows_per_file=rows_per_file)
 
 
 def logs_id(paths: Sequence[str]) -> str:
