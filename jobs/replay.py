@@ -3,10 +3,11 @@
     python -m jobs.replay --log traffic.jsonl [--log more.parquet …] --lake ./lake --conf conf/broker.xml
 
 Loads the logs into the lake tables (bad lines go to ``rejected/`` with their
-line numbers), then runs the routing job available-now. Loading the same logs
-into the same lake twice appends them once. Exit status as for ``jobs.route``:
-2 for an invalid configuration (checked before anything is written), 1 for an
-unreadable log or lake, 0 otherwise.
+line numbers), then runs the routing job available-now, in micro-batches of about
+:data:`MAX_EVENTS_PER_TRIGGER` input rows unless ``--max-events-per-trigger`` says
+otherwise (``0``: one batch). Loading the same logs into the same lake twice appends
+them once. Exit status as for ``jobs.route``: 2 for an invalid configuration (checked
+before anything is written), 1 for an unreadable log or lake, 0 otherwise.
 """
 
 from __future__ import annotations

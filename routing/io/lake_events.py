@@ -305,46 +305,57 @@ def _later_than(f: DataFile, until: int) -> bool:
 
 
 def _cut(files: Sequence[tuple[DataFile, int | None]], max_rows: int) -> int:
-    """The smallest file-time boundary giving a batch of about ``max_rows`` rows.
+    """The earliest time by which about ``max_rows`` rows are due (:data:`UNBOUNDED` when
+    there are fewer), from the files' statistics alone.
 
     :param files: the files a batch may read, each with the time it was read up to (a file
         held back by an earlier cut) or None (a new file: any of its rows).
 
     A file's rows are taken as spread evenly over its time range (its statistics' min and
-    max), so one that spans the bound counts in part: counting whole files only, a replayed
-    log's batches came out half as large again as the limit, as the files of its sparser
-    tables each span far more time than those of the dense ones (docs/REPLAY.md, "Memory").
+    max), so the cut may fall inside a file, and a file that spans it counts in part.
+    Counting whole files only and cutting at their latest times, a replayed log's batches
+    came out half as large again as the limit, as the files of its sparser tables each
+    span far more time than those of the dense ones (docs/REPLAY.md, "Memory").
     """
-    known = [(f, after) for f, after in files if f.max_time is not None]
-    bounds = sorted({f.max_time for f, _ in known if f.max_time is not None})
+    known = [
+        (f.num_records or 0, *span, after) for f, after in files if (span := _span(f)) is not None
+    ]
 
     def due(bound: int) -> float:
-        return sum(_due(f, after, bound) for f, after in known)
+        return sum(_due(rows, first, last, after, bound) for rows, first, last, after in known)
 
-    if not bounds or due(bounds[-1]) < max_rows:
+    latest = max((last for _, _, last, _ in known), default=None)
+    if latest is None or due(latest) < max_rows:
         return UNBOUNDED
-    low, high = 0, len(bounds) - 1  # the rows due only grow with the bound: bisect
-    while low < high:
+    # nothing is due before the earliest unread row; the rows due only grow with time
+    low = min(first if after is None else max(first, after) for _, first, _, after in known) - 1
+    high = latest
+    while high - low > 1:
         middle = (low + high) // 2
-        if due(bounds[middle]) >= max_rows:
+        if due(middle) >= max_rows:
             high = middle
         else:
-            low = middle + 1
-    return bounds[low]
+            low = middle
+    return high
 
 
-def _due(f: DataFile, after: int | None, bound: int) -> float:
-    """About how many of ``f``'s rows later than ``after`` are at most ``bound``."""
-    rows, last = f.num_records or 0, f.max_time
-    if last is None or (after is not None and after >= last):
+def _span(f: DataFile) -> tuple[int, int] | None:
+    """The earliest and latest event time of ``f``'s rows (µs), if its statistics say (no
+    min: all at the max)."""
+    if f.max_time is None:
+        return None
+    return (f.max_time if f.min_time is None else min(f.min_time, f.max_time)), f.max_time
+
+
+def _due(rows: int, first: int, last: int, after: int | None, bound: int) -> float:
+    """About how many of a file's ``rows``, spread evenly from ``first`` to ``last``, are
+    later than ``after`` (None: any) and at most ``bound``."""
+    if after is not None and after >= last:
         return 0.0
-    first = last if f.min_time is None else min(f.min_time, last)  # no min: all at the last
+    if first == last:
+        return float(rows) if bound >= last else 0.0
     start = first if after is None else max(first, after)
-    if bound >= last:
-        return rows * (last - start) / (last - first) if last > first else float(rows)
-    if bound <= start:
-        return 0.0
-    return rows * (bound - start) / (last - first)
+    return rows * max(min(bound, last) - start, 0) / (last - first)
 
 
 def stream_options(

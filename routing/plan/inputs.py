@@ -304,7 +304,10 @@ def _reject_duplicates(rows: DataFrame, taken: DataFrame | None = None) -> DataF
     twice in this batch.
 
     Found on the ids alone (an aggregate, and a semi-join with ``taken``); the few ids
-    found are broadcast back to the rows, which are never shuffled for this.
+    found are broadcast back to the rows, which are never shuffled for this. The ids
+    ``taken`` are the join's streamed side and the batch's its hashed one: ``taken`` grows
+    with every batch, and hashed (a shuffled hash join, which cannot spill) its 9M ids of a
+    10M-message replay overflowed the 2 GiB heap.
     """
     candidate = to_route()
     order = F.struct("source", "version", "file", "row")
@@ -317,8 +320,8 @@ def _reject_duplicates(rows: DataFrame, taken: DataFrame | None = None) -> DataF
     ]
     if taken is not None:
         found.append(
-            ids.select("message_id")
-            .join(taken, "message_id", "left_semi")
+            taken.select("message_id")
+            .join(ids.select("message_id"), "message_id", "left_semi")
             .distinct()
             .select(
                 "message_id",

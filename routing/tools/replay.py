@@ -384,9 +384,12 @@ def in_event_time_order(records: DataFrame) -> DataFrame:
     logs' order, whatever the shuffle.
     """
     table = [F.col("kind"), F.when(F.col("kind") == "send", F.col("address"))]
-    order = [*table, event_time(), *[F.col(c) for c in LOG_ORDER]]
+    in_time = [event_time(), *[F.col(c) for c in LOG_ORDER]]
     ranges = shuffle_partitions(records.sparkSession)
-    return records.repartitionByRange(ranges, *order).sortWithinPartitions(*order)
+    # a range holds a stretch of one or more tables' rows: sorted by time alone (a number,
+    # where the tables' names would all compare alike), each table's rows are still in
+    # time order
+    return records.repartitionByRange(ranges, *table, *in_time).sortWithinPartitions(*in_time)
 
 
 def write(
