@@ -38,7 +38,7 @@ from jobs import demo
 from jobs import replay as replay_job
 from routing.io.delta_tables import is_table
 from routing.io.lake import Lake
-from routing.io.session import DELTA_CONF, delta_jars, has_jvm_delta
+from routing.io.session import DELTA_CONF, KRYO, delta_jars, has_jvm_delta
 from routing.io.storage import DeltaStorage
 from routing.plan.schemas import MESSAGE
 from tests.frames import assert_rows_equal
@@ -268,6 +268,8 @@ class Cluster:
                 f"-Dlog4j2.configurationFile=file:{LOG4J} -XX:-DontCompileHugeMethods"
             ),
             "spark.executor.extraJavaOptions": "-XX:-DontCompileHugeMethods",
+            "spark.serializer": KRYO,
+            "spark.kryo.referenceTracking": "false",
             **(conf or {}),
         }
         command = [str(SPARK_HOME / "bin" / "spark-submit"), "--master", self.url]
