@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import reduce
 from typing import Protocol
 
 import pyarrow as pa
@@ -42,7 +44,6 @@ from routing.broker.state import JobState
 from routing.io.delta_tables import file_count, is_table, last_user_metadata, transaction_version
 from routing.io.lake import Lake
 from routing.plan import schemas
-from routing.plan._columns import tagged_union
 from routing.plan.batch import BatchResult, batch_value, batch_values
 from routing.plan.scratch import Scratch
 
@@ -134,13 +135,23 @@ def read_table(spark: SparkSession, location: str, schema: pa.Schema) -> DataFra
 
 def count_rows(rows: DataFrame) -> dict[str, int]:
     """The rows of a tagged union by table, and journal rows by event (``"journal:ACKED"``)."""
-    counts: dict[str, int] = {}
-    event = F.col("event") if "event" in rows.columns else F.lit(None).cast("string")
-    by = rows.groupBy(TABLE, F.when(F.col(TABLE) == layout.JOURNAL, event).alias("e"))
-    for table, event, n in by.count().collect():
-        counts[table] = counts.get(table, 0) + n
+    return _count_each([rows])[0]
+
+
+def _count_each(frames: Sequence[DataFrame]) -> list[dict[str, int]]:
+    """:func:`count_rows` of each tagged frame, in one job."""
+
+    def by_table(index: int, rows: DataFrame) -> DataFrame:
+        event = F.col("event") if "event" in rows.columns else F.lit(None).cast("string")
+        journal = F.when(F.col(TABLE) == layout.JOURNAL, event)
+        return rows.groupBy(F.lit(index).alias("_frame"), TABLE, journal.alias("e")).count()
+
+    counts: list[dict[str, int]] = [{} for _ in frames]
+    found = reduce(DataFrame.unionByName, [by_table(i, f) for i, f in enumerate(frames)])
+    for index, table, event, n in found.collect():
+        counts[index][table] = counts[index].get(table, 0) + n
         if event is not None:
-            counts[count_key(table, event)] = n
+            counts[index][count_key(table, event)] = n
     return counts
 
 
@@ -181,7 +192,7 @@ hundred milliseconds each even for a handful of rows; side by side they overlap.
 
 
 def append_tables(
-    rows: DataFrame,
+    rows: DataFrame | Sequence[DataFrame],
     lake: Lake,
     *,
     app_id: str | None = None,
@@ -190,34 +201,53 @@ def append_tables(
     level: StorageLevel | None = StorageLevel.MEMORY_AND_DISK,
     rows_per_file: int | None = None,
 ) -> dict[str, int]:
-    """Append a tagged union (``_table`` names each row's table) to the lake: one commit
-    per table, the tables for which ``first`` holds before the others.
+    """Append tagged rows (``_table`` names each row's table) to the lake: one commit per
+    table, the tables for which ``first`` holds before the others.
 
-    The rows are computed once (checkpointed at ``level``; None: they are made of frames
-    kept already, so they are not kept again) and counted (:func:`count_rows`); only the
-    tables that get rows are written. The tables of each group (``first`` ones, then the
-    others) are committed concurrently (:data:`CONCURRENT_COMMITS`): they are separate
-    Delta tables, each commit its own transaction. Each task writes its rows in the order
-    it holds them, in files of at most ``rows_per_file`` rows (:func:`append`).
+    :param rows: a tagged frame, or several (:func:`outputs`): each is computed once
+        (checkpointed at ``level``; None: it is made of frames kept already, so it is not
+        kept again), and a table is written from the frames that hold its rows. Kept as
+        one union, every table's writer read back (deserialized) every table's rows, each
+        as wide as all their columns together: a 1M batch's journal, producer ids and
+        copies about eight times over.
+
+    The rows are counted (:func:`count_rows`); only the tables that get rows are written.
+    The frames are kept, and the tables of each group (``first`` ones, then the others)
+    committed, concurrently (:data:`CONCURRENT_COMMITS`): they are separate Delta tables,
+    each commit its own transaction. Each task writes its rows in the order it holds
+    them, in files of at most ``rows_per_file`` rows (:func:`append`).
 
     :return: the row counts by table.
     """
+    frames = [rows] if isinstance(rows, DataFrame) else list(rows)
     scratch = Scratch()
     try:
-        kept = rows if level is None else scratch.keep(rows, level)
-        counts = count_rows(kept)
-
-        def write(table: str) -> None:
-            append(
-                kept.where(F.col(TABLE) == table).select(*schema_of(table).names),
-                lake.table(table),
-                app_id=app_id,
-                txn_version=txn_version,
-                rows_per_file=rows_per_file,
-            )
-
-        tables = sorted(tables_written(counts), key=lambda t: (not first(t), t))
         with ThreadPoolExecutor(CONCURRENT_COMMITS, thread_name_prefix="append") as pool:
+            kept = (
+                frames
+                if level is None
+                else list(pool.map(lambda f: scratch.keep(f, level), frames))
+            )
+            found = _count_each(kept)
+
+            def write(table: str) -> None:
+                holding = [k for k, n in zip(kept, found, strict=True) if n.get(table)]
+                append(
+                    reduce(
+                        DataFrame.unionByName,
+                        [
+                            k.where(F.col(TABLE) == table).select(*schema_of(table).names)
+                            for k in holding
+                        ],
+                    ),
+                    lake.table(table),
+                    app_id=app_id,
+                    txn_version=txn_version,
+                    rows_per_file=rows_per_file,
+                )
+
+            counts = dict(sum((Counter(n) for n in found), Counter()))
+            tables = sorted(tables_written(counts), key=lambda t: (not first(t), t))
             for _, group in itertools.groupby(tables, key=first):
                 list(pool.map(write, group))  # the group's commits, then the next group
         return counts
@@ -251,7 +281,7 @@ class Storage(Protocol):
         ...
 
     def write(
-        self, outputs: DataFrame, state: JobState, app_id: str, batch_id: int
+        self, outputs: Outputs, state: JobState, app_id: str, batch_id: int
     ) -> dict[str, int]:
         """Write a batch's outputs and state, idempotently; the rows written by table."""
         ...
@@ -312,19 +342,17 @@ class DeltaStorage:
         )
 
     def write(
-        self, outputs: DataFrame, state: JobState, app_id: str, batch_id: int
+        self, outputs: Outputs, state: JobState, app_id: str, batch_id: int
     ) -> dict[str, int]:
         """Write a batch's outputs (:func:`outputs`): one idempotent commit per table,
         address tables first, ``queue_messages`` (with the job state) last.
 
         :return: the rows written by table (:func:`count_rows`).
         """
-        queue_rows = outputs.where(F.col(TABLE) == layout.QUEUE_MESSAGES)
-        others = outputs.where(F.col(TABLE) != layout.QUEUE_MESSAGES)
         scratch = Scratch()
         try:
-            counts = append_tables(others, self.lake, app_id=app_id, txn_version=batch_id)
-            rows = scratch.keep(queue_rows.select(*schemas.QUEUE_MESSAGE.names))
+            counts = append_tables(outputs.tagged, self.lake, app_id=app_id, txn_version=batch_id)
+            rows = scratch.keep(outputs.queue_rows.select(*schemas.QUEUE_MESSAGE.names))
             merged = self._commit_queue_rows(rows, state, app_id, batch_id)
         finally:
             scratch.release()
@@ -369,15 +397,26 @@ class DeltaStorage:
         return n
 
 
-def outputs(result: BatchResult, source_of: Callable[[Column], Column], batch_id: int) -> DataFrame:
-    """Every row a batch writes, tagged with its table (:data:`TABLE`)."""
-    frames = [
+@dataclass(frozen=True)
+class Outputs:
+    """Every row a batch writes (:func:`outputs`)."""
+
+    tagged: list[DataFrame]
+    """The rows of the tables appended to, a frame per kind of row, each row tagged with
+    its table (:data:`TABLE`): the copies (at their addresses' tables), the journal, the
+    rejected rows, the producer ids."""
+    queue_rows: DataFrame
+    """``queue_messages``' rows (:data:`routing.plan.schemas.QUEUE_MESSAGE`)."""
+
+
+def outputs(result: BatchResult, source_of: Callable[[Column], Column], batch_id: int) -> Outputs:
+    """Every row a batch writes, each appended row tagged with its table (:data:`TABLE`)."""
+    tagged = [
         result.copies.withColumn(TABLE, source_of(F.col("address"))),
         result.journal.withColumn(TABLE, F.lit(layout.JOURNAL)),
         result.rejected.withColumn(TABLE, F.lit(layout.REJECTED)),
         result.routed.crossJoin(batch_values(result.routed.sparkSession, batch=batch_id)).select(
             "message_id", F.col("_batch").alias("batch_id"), F.lit(layout.PRODUCER_IDS).alias(TABLE)
         ),
-        result.queue_rows.withColumn(TABLE, F.lit(layout.QUEUE_MESSAGES)),
     ]
-    return tagged_union(frames)
+    return Outputs(tagged, result.queue_rows)
