@@ -62,11 +62,10 @@ EMBEDDED_CONF: dict[str, str] = {
     # sorting both sides (the wide message rows meet their narrow round-robin choices)
     "spark.sql.adaptive.maxShuffledHashJoinLocalMapThreshold": "32m",
     # Checkpointed rows are stored serialized and every reader deserializes them: Java's
-    # serialization of stored rows took a fifth of a 1M batch's task samples; with Kryo
-    # and no reference tracking a 1M batch runs about 5% faster (docs/DESIGN.md).
+    # serialization took a fifth of a 1M batch's task samples. Kryo, without reference
+    # tracking (a row holds no shared references, and tracking reset Kryo's tables for
+    # every row read back): the batch about 5% faster (docs/DESIGN.md).
     "spark.serializer": KRYO,
-    # ... and Kryo's reference tracking reset its tables for every row read back (a row
-    # holds no shared references)
     "spark.kryo.referenceTracking": "false",
     "spark.local.dir": os.environ.get("ROUTING_SPARK_LOCAL_DIR", "/tmp/routing-spark"),
     # no Hive metastore or warehouse folder in the working directory

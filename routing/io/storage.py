@@ -133,13 +133,9 @@ def read_table(spark: SparkSession, location: str, schema: pa.Schema) -> DataFra
     return conform(spark.read.format("delta").load(location), schema)
 
 
-def count_rows(rows: DataFrame) -> dict[str, int]:
-    """The rows of a tagged union by table, and journal rows by event (``"journal:ACKED"``)."""
-    return _count_each([rows])[0]
-
-
-def _count_each(frames: Sequence[DataFrame]) -> list[dict[str, int]]:
-    """:func:`count_rows` of each tagged frame, in one job."""
+def count_rows(frames: Sequence[DataFrame]) -> list[dict[str, int]]:
+    """The rows of each tagged frame by table, and journal rows by event
+    (``"journal:ACKED"``), in one job."""
 
     def by_table(index: int, rows: DataFrame) -> DataFrame:
         event = F.col("event") if "event" in rows.columns else F.lit(None).cast("string")
@@ -228,7 +224,7 @@ def append_tables(
                 if level is None
                 else list(pool.map(lambda f: scratch.keep(f, level), frames))
             )
-            found = _count_each(kept)
+            found = count_rows(kept)
 
             def write(table: str) -> None:
                 holding = [k for k, n in zip(kept, found, strict=True) if n.get(table)]
