@@ -6,8 +6,8 @@ Runs the demo on a few hundred messages in a JVM that records every class it
 loads, and writes them, parsed and verified, into a class-data-sharing archive
 when it exits (``routing.io.session.CLASS_ARCHIVE``). Later JVMs map it instead of
 loading Spark's, Hadoop's and Delta's classes one by one: a session starts with
-about 30% less JVM CPU, and the ten-message lake runs with about 16% less. The archive holds for this JDK and these
-jars; a JVM that finds it stale ignores it.
+about 30% less JVM CPU, and the ten-message lake runs with about 16% less. The
+archive holds for this JDK and these jars; a JVM that finds it stale ignores it.
 """
 
 from __future__ import annotations

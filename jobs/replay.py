@@ -35,8 +35,8 @@ log = logging.getLogger("jobs.replay")
 MAX_EVENTS_PER_TRIGGER = 2_600_000
 """The routing run's rate limit unless ``--max-events-per-trigger`` says otherwise: input
 rows a micro-batch, about. The 1M-message demo log (2.51M rows) is one batch and the
-10M one (25.1M rows) about ten, so memory stays flat however long the log (docs/REPLAY.md,
-"Memory")."""
+10M one (25.1M rows) about ten of that size, so a long log's batches are no larger than
+the 1M one's (docs/REPLAY.md, "Memory")."""
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

@@ -200,6 +200,5 @@ def _upper_bound(value: object) -> int | None:
     is at ``…01.582609`` says ``…01.582``. The bound is the end of that millisecond, so a
     cut between the two never leaves the row behind.
     """
-    if isinstance(value, dt.datetime) and value.tzinfo is not None:
-        return epoch_micros(value) + 999
-    return None
+    start = _lower_bound(value)
+    return None if start is None else start + 999

@@ -84,8 +84,9 @@ _POSITION = (1 << 33) - 1  # monotonically_increasing_id: partition id << 33 | p
 ROWS_PER_FILE = 250_000
 """Rows of a loaded input table's data file, at most. The files are in event-time order
 (:func:`write`), so each covers a short stretch of the log's time, and the routing job's
-rate limit, which cuts at files' latest times (``maxEventsPerTrigger``), can cut a long
-log into batches of about its size (docs/REPLAY.md, "Memory")."""
+rate limit, which estimates the rows due by a time from files' statistics
+(``maxEventsPerTrigger``), can cut a long log into batches of about its size
+(docs/REPLAY.md, "Memory")."""
 LOG_ORDER = ("file", "number")
 """A record's place in the logs: rows of one event time keep it in the tables."""
 TABLE_KINDS = {
