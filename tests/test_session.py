@@ -27,3 +27,35 @@ def test_checkpointed_rows_are_stored_with_kryo_and_read_back_whole(spark):
         assert_df_equality(scratch.keep(rows).orderBy("id"), rows.orderBy("id"))
     finally:
         scratch.release()
+
+
+def test_embedded_jvm_keeps_few_malloc_arenas_and_small_thread_buffers(spark):
+    """What keeps a long replay's memory flat (docs/DESIGN.md): glibc's arenas and Java's
+    per-thread temporary buffers otherwise grow with Spark's hundreds of threads."""
+    from routing.io.session import EMBEDDED_ENV
+
+    system = spark.sparkContext._jvm.java.lang.System
+    assert system.getenv("MALLOC_ARENA_MAX") == EMBEDDED_ENV["MALLOC_ARENA_MAX"] == "2"
+    assert system.getProperty("jdk.nio.maxCachedBufferSize") == "262144"
+
+
+def test_tables_are_written_with_int64_timestamps_and_no_dictionaries(spark, tmp_path):
+    """Parquet as the job writes it (docs/DESIGN.md): INT96 timestamps and dictionaries
+    that most columns outgrow cost a tenth of a big batch."""
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable
+
+    from routing.io.storage import append
+
+    rows = spark.range(300).selectExpr(
+        "id AS message_id",
+        "timestamp_micros(1767225600000000 + id) AS sent_at",
+        "CASE WHEN id % 2 = 0 THEN 'orders' ELSE 'payments' END AS address",
+    )
+    append(rows, str(tmp_path / "orders"))
+    files = DeltaTable(str(tmp_path / "orders")).file_uris()
+    chunks = [
+        pq.ParquetFile(uri).metadata.row_group(0).column(i) for uri in files for i in range(3)
+    ]
+    assert files and {c.path_in_schema: c.physical_type for c in chunks}["sent_at"] == "INT64"
+    assert not [c.path_in_schema for c in chunks if any("DICTIONARY" in e for e in c.encodings)]

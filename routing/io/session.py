@@ -70,8 +70,18 @@ EMBEDDED_CONF: dict[str, str] = {
     "spark.local.dir": os.environ.get("ROUTING_SPARK_LOCAL_DIR", "/tmp/routing-spark"),
     # no Hive metastore or warehouse folder in the working directory
     "spark.sql.catalogImplementation": "in-memory",
-    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG4J} -XX:-DontCompileHugeMethods",
+    # A thread's temporary direct buffer no larger than 256 KiB: Spark's pools keep hundreds
+    # of threads, each holding a buffer as large as its largest read or write (DESIGN.md).
+    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG4J} "
+    "-XX:-DontCompileHugeMethods -Djdk.nio.maxCachedBufferSize=262144",
 }
+
+EMBEDDED_ENV: dict[str, str] = {
+    # Two malloc arenas, not eight a core: the C library keeps what a freed arena held,
+    # and with a JVM's hundreds of threads a long replay's memory grew batch by batch.
+    "MALLOC_ARENA_MAX": "2",
+}
+"""The environment the embedded JVM (and the Python workers it starts) inherit, unless set."""
 
 COMMON_CONF: dict[str, str] = {
     # Every timestamp in the lake is UTC (SPEC §3); never let the JVM's zone leak in.
@@ -85,6 +95,12 @@ COMMON_CONF: dict[str, str] = {
     "spark.python.sql.dataFrameDebugging.enabled": "false",
     "spark.sql.streaming.noDataMicroBatches.enabled": "false",
     "spark.sql.legacy.allowNonEmptyLocationInCTAS": "false",
+    # Parquet as the job writes it: timestamps as INT64 microseconds, not the legacy INT96
+    # (12-byte values hashed into a dictionary), and no dictionary encoding. Most columns
+    # (ids, times, bodies) outgrow a page's dictionary and fall back to plain values after
+    # building it; dictionaries cost about a tenth of a 1M batch (docs/DESIGN.md).
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    "parquet.enable.dictionary": "false",
     # A micro-batch generates a few hundred classes; with the default 100-entry cache
     # every batch compiled them all again (about 4 s of a 14 s batch, docs/DESIGN.md).
     "spark.sql.codegen.cache.maxEntries": "4096",
@@ -163,6 +179,8 @@ def build_session(
         settings["spark.pyspark.python"] = sys.executable
         settings["spark.pyspark.driver.python"] = sys.executable
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        for name, value in EMBEDDED_ENV.items():
+            os.environ.setdefault(name, value)
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)
