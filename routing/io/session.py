@@ -70,6 +70,9 @@ EMBEDDED_CONF: dict[str, str] = {
     "spark.local.dir": os.environ.get("ROUTING_SPARK_LOCAL_DIR", "/tmp/routing-spark"),
     # no Hive metastore or warehouse folder in the working directory
     "spark.sql.catalogImplementation": "in-memory",
+    # No Parquet dictionaries: most columns (ids, times, bodies) outgrow a page's
+    # dictionary and fall back to plain values after building it (docs/DESIGN.md).
+    "spark.hadoop.parquet.enable.dictionary": "false",
     # A thread's temporary direct buffer no larger than 256 KiB: Spark's pools keep hundreds
     # of threads, each holding a buffer as large as its largest read or write (DESIGN.md).
     "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG4J} "
@@ -95,12 +98,9 @@ COMMON_CONF: dict[str, str] = {
     "spark.python.sql.dataFrameDebugging.enabled": "false",
     "spark.sql.streaming.noDataMicroBatches.enabled": "false",
     "spark.sql.legacy.allowNonEmptyLocationInCTAS": "false",
-    # Parquet as the job writes it: timestamps as INT64 microseconds, not the legacy INT96
-    # (12-byte values hashed into a dictionary), and no dictionary encoding. Most columns
-    # (ids, times, bodies) outgrow a page's dictionary and fall back to plain values after
-    # building it; dictionaries cost about a tenth of a 1M batch (docs/DESIGN.md).
+    # Parquet timestamps as INT64 microseconds, not the legacy INT96 (12-byte values
+    # hashed into a dictionary page after page; docs/DESIGN.md).
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
-    "parquet.enable.dictionary": "false",
     # A micro-batch generates a few hundred classes; with the default 100-entry cache
     # every batch compiled them all again (about 4 s of a 14 s batch, docs/DESIGN.md).
     "spark.sql.codegen.cache.maxEntries": "4096",
