@@ -40,8 +40,9 @@ def test_embedded_jvm_keeps_few_malloc_arenas_and_small_thread_buffers(spark):
 
 
 def test_tables_are_written_with_int64_timestamps_and_no_dictionaries(spark, tmp_path):
-    """Parquet as the job writes it (docs/DESIGN.md): INT96 timestamps and dictionaries
-    that most columns outgrow cost a tenth of a big batch."""
+    """Parquet as the job writes it (docs/DESIGN.md): INT96 timestamps hashed into
+    dictionaries, and dictionaries most columns outgrow, were much of a big batch's
+    Parquet writing."""
     import pyarrow.parquet as pq
     from deltalake import DeltaTable
 
