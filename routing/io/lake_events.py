@@ -51,7 +51,7 @@ from pyspark.sql.types import StructType
 from routing.broker import layout
 from routing.io import lake
 from routing.io.delta_tables import DataFile, TableFiles, arrow_schema, epoch_micros, is_table
-from routing.plan._columns import literal_map, union_of
+from routing.plan._columns import literal_map, local_frame, union_of
 from routing.plan.normalise import EVENT, POSITION, kind_of, normalise
 
 UNBOUNDED = 1 << 62
@@ -160,7 +160,7 @@ def read_events(spark: SparkSession, slices: Sequence[Row]) -> DataFrame:
             keep = (time > F.lit(first.after)) & (time <= F.lit(first.upto))
         frames.append(events.where(keep))
     if not frames:
-        return spark.createDataFrame([], from_arrow_schema(EVENT))
+        return local_frame(spark, [], from_arrow_schema(EVENT))
     return union_of(frames)
 
 

@@ -44,6 +44,7 @@ from routing.broker.state import JobState
 from routing.io.delta_tables import file_count, is_table, last_user_metadata, transaction_version
 from routing.io.lake import Lake
 from routing.plan import schemas
+from routing.plan._columns import local_frame
 from routing.plan.batch import BatchResult, batch_value, batch_values
 from routing.plan.scratch import Scratch
 
@@ -129,7 +130,7 @@ def read_table(spark: SparkSession, location: str, schema: pa.Schema) -> DataFra
         journal = read_table(spark, Lake.at("lake").journal, schemas.JOURNAL)
     """
     if not is_table(location):
-        return spark.createDataFrame([], schemas.spark_schema(schema))
+        return local_frame(spark, [], schemas.spark_schema(schema))
     return conform(spark.read.format("delta").load(location), schema)
 
 
@@ -309,7 +310,7 @@ class DeltaStorage:
     def pending(self, spark: SparkSession) -> DataFrame:
         """PENDING rows of ``queue_messages`` (the partition alone is read)."""
         if not is_table(self.lake.queue_messages):
-            return spark.createDataFrame([], schemas.spark_schema(schemas.QUEUE_MESSAGE))
+            return local_frame(spark, [], schemas.spark_schema(schemas.QUEUE_MESSAGE))
         return (
             spark.read.format("delta")
             .load(self.lake.queue_messages)

@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from functools import reduce
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, MapType
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import DataType, MapType, StructType
 
 
 def literal_map(pairs: Mapping[str, object], value_type: str = "string") -> Column:
@@ -16,6 +18,26 @@ def literal_map(pairs: Mapping[str, object], value_type: str = "string") -> Colu
     if not items:
         return F.create_map().cast(f"map<string,{value_type}>")
     return F.create_map(*items).cast(f"map<string,{value_type}>")
+
+
+def local_frame(
+    spark: SparkSession, rows: Iterable[Sequence[object]], schema: StructType
+) -> DataFrame:
+    """``rows`` (tuples in ``schema``'s order) as a frame the plan holds itself: a local
+    relation, which no task reads and the driver broadcasts as it is.
+
+    ``spark.createDataFrame`` on a list sends the rows through a Python worker, and
+    every query that reads such a frame runs a stage of Python tasks for it (0.1 to
+    0.3 s each, several a small batch: docs/DESIGN.md). From an Arrow table Spark keeps
+    a small frame in the plan. The values stay data, not literals compiled into code.
+
+    Example::
+
+        positions = local_frame(spark, [("orders", 0)], turns.POSITIONS)
+    """
+    arrow = to_arrow_schema(schema, timezone="UTC")
+    table = pa.Table.from_pylist([dict(zip(schema.names, r, strict=True)) for r in rows], arrow)
+    return spark.createDataFrame(table, schema)
 
 
 def shuffle_partitions(spark: SparkSession) -> int:

@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StructField, StructType
+
+from routing.plan._columns import local_frame
 
 __all__ = ["BatchResult", "batch_value", "batch_values"]
 
@@ -40,8 +43,8 @@ def batch_values(spark: SparkSession, **values: int | None) -> DataFrame:
     Spark compiles literals into the generated code, and a plan that differs in a literal
     from the previous batch's is compiled again (about 250 ms a class).
     """
-    names = ", ".join(f"{_column(name)} bigint" for name in values)
-    return F.broadcast(spark.createDataFrame([tuple(values.values())], names))
+    schema = StructType([StructField(_column(name), LongType()) for name in values])
+    return F.broadcast(local_frame(spark, [tuple(values.values())], schema))
 
 
 def batch_value(name: str) -> Column:

@@ -17,7 +17,7 @@ from pyspark.sql.types import (
 )
 
 from routing.broker.topology import RANKS, Created, Topology, moment_of
-from routing.plan._columns import literal_map
+from routing.plan._columns import literal_map, local_frame
 
 __all__ = ["QUEUE_FACTS", "bound_since", "exists_at", "moment", "queue_facts"]
 
@@ -53,7 +53,7 @@ def bound_since(topology: Topology, address: Column, created: Created) -> Column
 
 def queue_facts(spark: SparkSession, topology: Topology, created: Created) -> DataFrame:
     """One row per queue (:meth:`routing.broker.topology.Topology.queue_fact_rows`)."""
-    return spark.createDataFrame(topology.queue_fact_rows(created), QUEUE_FACTS)
+    return local_frame(spark, topology.queue_fact_rows(created), QUEUE_FACTS)
 
 
 QUEUE_FACTS = StructType(

@@ -111,11 +111,3 @@ def rejected_rows(
         reason.cast("string").alias("reason"),
         at.cast("timestamp").alias("at"),
     )
-
-
-def empty_journal(spark) -> DataFrame:
-    return spark.createDataFrame([], schemas.spark_schema(schemas.JOURNAL))
-
-
-def empty_rejected(spark) -> DataFrame:
-    return spark.createDataFrame([], schemas.spark_schema(schemas.REJECTED))

@@ -22,7 +22,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-from routing.plan._columns import literal_map
+from routing.plan._columns import literal_map, local_frame
 
 TURNS = StructType(
     [
@@ -154,4 +154,4 @@ def rotate(widths: Mapping[str, int]) -> Callable[[DataFrame], DataFrame]:
 
 def positions_frame(spark, positions: Mapping[str, int]) -> DataFrame:
     """The positions of the job state as a :data:`POSITIONS` frame."""
-    return spark.createDataFrame(sorted(positions.items()), POSITIONS)
+    return local_frame(spark, sorted(positions.items()), POSITIONS)

@@ -52,6 +52,7 @@ from routing.io.lake import Lake
 from routing.io.storage import TABLE, append_tables, read_table
 from routing.plan import journal as events
 from routing.plan import schemas
+from routing.plan._columns import local_frame
 from routing.plan.breadcrumbs import ORIG_ADDRESS, ORIG_MESSAGE_ID, ORIG_QUEUE
 from routing.plan.deliveries import ROLLBACK
 
@@ -154,7 +155,7 @@ def load_lake(spark: SparkSession, root: str | os.PathLike[str] | Lake) -> LakeF
     messages = (
         reduce(DataFrame.unionByName, tables)
         if tables
-        else spark.createDataFrame([], schemas.spark_schema(schemas.MESSAGE))
+        else local_frame(spark, [], schemas.spark_schema(schemas.MESSAGE))
     )
     return LakeFrames(
         lake=lake,
