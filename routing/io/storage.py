@@ -30,7 +30,7 @@ import itertools
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import reduce
 from typing import Protocol
 
@@ -41,7 +41,14 @@ from pyspark.sql import functions as F
 
 from routing.broker import layout
 from routing.broker.state import JobState
-from routing.io.delta_tables import file_count, is_table, last_user_metadata, transaction_version
+from routing.io.delta_tables import (
+    commit_app_ids,
+    file_count,
+    is_table,
+    last_user_metadata,
+    table_version,
+    transaction_version,
+)
 from routing.io.lake import Lake
 from routing.plan import schemas
 from routing.plan._columns import local_frame
@@ -54,6 +61,10 @@ TABLE = "_table"
 COMPACT_PRODUCER_IDS_AT = 64
 """Files in ``_state/producer_ids`` (about one per batch) past which it is compacted
 (``OPTIMIZE``): a long run must not make every batch open thousands of small files."""
+
+CARRIED_PENDING_ROWS = 100_000
+"""PENDING rows up to which a batch hands the next one its queues' PENDING rows in memory
+(:meth:`DeltaStorage.pending`), rather than the next batch reading them from Delta."""
 
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
@@ -284,11 +295,27 @@ class Storage(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class CarriedPending:
+    """The PENDING rows of ``queue_messages`` at ``version``, checkpointed in ``scratch``."""
+
+    version: int
+    rows: DataFrame
+    scratch: Scratch
+
+
 @dataclass
 class DeltaStorage:
-    """The lake's Delta tables as the job reads and writes them (a :class:`Storage`)."""
+    """The lake's Delta tables as the job reads and writes them (a :class:`Storage`).
+
+    A batch's PENDING rows are carried to the next one in memory (:meth:`pending`): a new
+    version of ``queue_messages`` read through Delta costs a rebuild of the snapshot's
+    state, several Spark jobs, which is much of a small batch's time (docs/DESIGN.md).
+    """
 
     lake: Lake
+    _read: DataFrame | None = field(default=None, init=False, repr=False)
+    _carried: CarriedPending | None = field(default=None, init=False, repr=False)
 
     def events(self, spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
         """The input stream: one row per slice of an input table a batch reads
@@ -308,15 +335,31 @@ class DeltaStorage:
         return JobState.from_json(last_user_metadata(self.lake.queue_messages))
 
     def pending(self, spark: SparkSession) -> DataFrame:
-        """PENDING rows of ``queue_messages`` (the partition alone is read)."""
-        if not is_table(self.lake.queue_messages):
-            return local_frame(spark, [], schemas.spark_schema(schemas.QUEUE_MESSAGE))
-        return (
-            spark.read.format("delta")
-            .load(self.lake.queue_messages)
-            .where(F.col(schemas.QUEUE_MESSAGES_PARTITION) == schemas.PENDING)
-            .select(*schemas.QUEUE_MESSAGE.names)
-        )
+        """PENDING rows of ``queue_messages`` (the partition alone is read).
+
+        The rows the previous batch left, as it carried them (:meth:`write`), while the
+        table is still at the version that batch committed; read from Delta otherwise (the
+        first batch of a process, a batch after one too large to carry, another writer's
+        commit since).
+        """
+        location = self.lake.queue_messages
+        carried = self._carried
+        if carried is not None and table_version(location) == carried.version:
+            self._read = carried.rows
+            return self._read
+        if carried is not None:
+            carried.scratch.release()
+            self._carried = None
+        if not is_table(location):
+            self._read = local_frame(spark, [], schemas.spark_schema(schemas.QUEUE_MESSAGE))
+        else:
+            self._read = (
+                spark.read.format("delta")
+                .load(location)
+                .where(F.col(schemas.QUEUE_MESSAGES_PARTITION) == schemas.PENDING)
+                .select(*schemas.QUEUE_MESSAGE.names)
+            )
+        return self._read
 
     def taken(self, spark: SparkSession, batch_id: int) -> DataFrame | None:
         """Producer ids accepted by batches before ``batch_id`` (None before the first).
@@ -351,11 +394,50 @@ class DeltaStorage:
             counts = append_tables(outputs.tagged, self.lake, app_id=app_id, txn_version=batch_id)
             rows = scratch.keep(outputs.queue_rows.select(*schemas.QUEUE_MESSAGE.names))
             merged = self._commit_queue_rows(rows, state, app_id, batch_id)
+            self._carry(rows, merged, app_id)
         finally:
             scratch.release()
         if merged:
             counts[layout.QUEUE_MESSAGES] = merged
         return counts
+
+    def _carry(self, rows: DataFrame, written: int, app_id: str) -> None:
+        """Keep the PENDING rows after this batch's commit for the next batch: those the
+        batch started from that it did not write, and the PENDING ones it wrote (what the
+        MERGE did to the partition). Not when the batch wrote more than
+        :data:`CARRIED_PENDING_ROWS` rows or leaves more PENDING rows than that (memory stays
+        flat in a long replay), nor when the table's latest commit is not this batch's."""
+        read, self._read = self._read, None
+        previous, self._carried = self._carried, None
+        try:
+            location = self.lake.queue_messages
+            version = table_version(location)
+            if read is None or written > CARRIED_PENDING_ROWS:
+                return
+            if app_id not in commit_app_ids(location, version):
+                return
+            key = ["queue", "message_id"]
+            # Cached and counted before it is checkpointed: a checkpoint keeps the size
+            # estimate of the plan it cuts, and this plan's estimate compounds batch after
+            # batch (an inner join's is the product of its sides'), until planning a batch
+            # runs out of memory. A cached frame's estimate is the size of its rows.
+            cached = (
+                read.join(F.broadcast(rows.select(*key)), key, "left_anti")
+                .unionByName(rows.where(F.col(schemas.QUEUE_MESSAGES_PARTITION) == schemas.PENDING))
+                .select(*schemas.QUEUE_MESSAGE.names)
+                .persist(StorageLevel.MEMORY_AND_DISK)
+            )
+            try:
+                if cached.count() > CARRIED_PENDING_ROWS:
+                    return
+                scratch = Scratch()
+                after = scratch.keep(cached)
+            finally:
+                cached.unpersist()
+            self._carried = CarriedPending(version, after, scratch)
+        finally:
+            if previous is not None:
+                previous.scratch.release()
 
     def _commit_queue_rows(
         self, rows: DataFrame, state: JobState, app_id: str, batch_id: int

@@ -1,0 +1,89 @@
+"""The job's storage between batches: the PENDING rows one batch carries to the next."""
+
+from __future__ import annotations
+
+from chispa import assert_df_equality
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from routing.broker import layout
+from routing.broker.state import JobState
+from routing.io.lake import Lake
+from routing.io.storage import TABLE, DeltaStorage, Outputs
+from routing.plan import schemas
+from routing.plan._columns import local_frame
+from tests.lakeio import append, at
+
+APP = "jobs.route:test-query"
+
+
+def queue_row(message_id: int, status: str, queue: str = "orders") -> tuple[object, ...]:
+    """A ``queue_messages`` row (QUEUE_MESSAGE's column order) of a message in ``queue``."""
+    sent = at(message_id)
+    message = (message_id, "orders", "ANYCAST", sent, None, 4, True, None, {}, b"x", None, None)
+    return (*message, queue, status, 0, None, sent, sent)
+
+
+def write_batch(spark: SparkSession, storage: DeltaStorage, batch_id: int, rows: list) -> None:
+    """One batch as the job runs it: its PENDING rows read, then its queue rows written."""
+    storage.pending(spark)
+    queue_rows = local_frame(spark, rows, schemas.spark_schema(schemas.QUEUE_MESSAGE))
+    no_journal = local_frame(spark, [], schemas.spark_schema(schemas.JOURNAL))
+    tagged = [no_journal.withColumn(TABLE, F.lit(layout.JOURNAL))]
+    storage.write(Outputs(tagged, queue_rows), JobState(), APP, batch_id)
+
+
+def pending_in_delta(spark: SparkSession, lake: Lake) -> DataFrame:
+    return (
+        spark.read.format("delta")
+        .load(lake.queue_messages)
+        .where(F.col("status") == schemas.PENDING)
+        .select(*schemas.QUEUE_MESSAGE.names)
+    )
+
+
+def test_a_batch_carries_the_pending_rows_delta_holds_after_its_commit(spark, tmp_path):
+    lake = Lake.at(tmp_path / "lake")
+    storage = DeltaStorage(lake)
+    write_batch(spark, storage, 0, [queue_row(1, "PENDING"), queue_row(2, "PENDING")])
+    # message 1 is acknowledged, message 3 arrives, message 2 stays
+    write_batch(spark, storage, 1, [queue_row(1, "ACKED"), queue_row(3, "PENDING")])
+
+    carried = storage.pending(spark)
+
+    assert carried.inputFiles() == []  # from memory: no file of the table read
+    assert_df_equality(
+        carried.orderBy("message_id"),
+        pending_in_delta(spark, lake).orderBy("message_id"),
+        ignore_nullable=True,
+    )
+    assert sorted(r.message_id for r in carried.collect()) == [2, 3]
+
+
+def test_another_writers_commit_makes_the_next_batch_read_delta(spark, tmp_path):
+    lake = Lake.at(tmp_path / "lake")
+    storage = DeltaStorage(lake)
+    write_batch(spark, storage, 0, [queue_row(1, "PENDING")])
+    columns = schemas.QUEUE_MESSAGE.names
+    append(
+        lake.queue_messages,
+        [dict(zip(columns, queue_row(7, "PENDING"), strict=True))],
+        schemas.QUEUE_MESSAGE,
+    )
+
+    pending = storage.pending(spark)
+
+    assert pending.inputFiles() != []
+    assert sorted(r.message_id for r in pending.collect()) == [1, 7]
+
+
+def test_a_batch_too_large_to_carry_leaves_the_next_to_read_delta(spark, tmp_path, monkeypatch):
+    monkeypatch.setattr("routing.io.storage.CARRIED_PENDING_ROWS", 1)
+    lake = Lake.at(tmp_path / "lake")
+    storage = DeltaStorage(lake)
+    write_batch(spark, storage, 0, [queue_row(1, "PENDING"), queue_row(2, "PENDING")])
+
+    pending = storage.pending(spark)
+
+    assert pending.inputFiles() != []
+    assert sorted(r.message_id for r in pending.collect()) == [1, 2]
