@@ -53,6 +53,7 @@ from routing.io.lake import Lake
 from routing.plan import schemas
 from routing.plan._columns import local_frame
 from routing.plan.batch import BatchResult, batch_value, batch_values
+from routing.plan.deliveries import KEY
 from routing.plan.scratch import Scratch
 
 TABLE = "_table"
@@ -410,13 +411,13 @@ class DeltaStorage:
         read, self._read = self._read, None
         previous, self._carried = self._carried, None
         try:
-            location = self.lake.queue_messages
-            version = table_version(location)
             if read is None or written > CARRIED_PENDING_ROWS:
                 return
+            location = self.lake.queue_messages
+            version = table_version(location)
             if app_id not in commit_app_ids(location, version):
                 return
-            key = ["queue", "message_id"]
+            key = list(KEY)
             # Cached and counted before it is checkpointed: a checkpoint keeps the size
             # estimate of the plan it cuts, and this plan's estimate compounds batch after
             # batch (an inner join's is the product of its sides'), until planning a batch
