@@ -87,3 +87,51 @@ def test_a_batch_too_large_to_carry_leaves_the_next_to_read_delta(spark, tmp_pat
 
     assert pending.inputFiles() != []
     assert sorted(r.message_id for r in pending.collect()) == [1, 2]
+
+
+def last_operation(spark: SparkSession, lake: Lake) -> str:
+    from delta.tables import DeltaTable
+
+    return DeltaTable.forPath(spark, lake.queue_messages).history(1).collect()[0].operation
+
+
+def test_a_batch_that_changes_no_pending_row_appends_its_queue_rows(spark, tmp_path):
+    lake = Lake.at(tmp_path / "lake")
+    storage = DeltaStorage(lake)
+    write_batch(spark, storage, 0, [queue_row(1, "PENDING"), queue_row(2, "PENDING")])
+    # message 3 arrives; message 4 arrives and is acknowledged in the same batch
+    write_batch(spark, storage, 1, [queue_row(3, "PENDING"), queue_row(4, "ACKED")])
+
+    assert last_operation(spark, lake) == "WRITE"
+    assert storage.done(APP, 1)
+    expected = local_frame(
+        spark,
+        [
+            queue_row(1, "PENDING"),
+            queue_row(2, "PENDING"),
+            queue_row(3, "PENDING"),
+            queue_row(4, "ACKED"),
+        ],
+        schemas.spark_schema(schemas.QUEUE_MESSAGE),
+    )
+    written = (
+        spark.read.format("delta").load(lake.queue_messages).select(*schemas.QUEUE_MESSAGE.names)
+    )
+    assert_df_equality(
+        written.orderBy("message_id"), expected.orderBy("message_id"), ignore_nullable=True
+    )
+
+
+def test_a_batch_that_changes_a_pending_row_merges_its_queue_rows(spark, tmp_path):
+    lake = Lake.at(tmp_path / "lake")
+    storage = DeltaStorage(lake)
+    write_batch(spark, storage, 0, [queue_row(1, "PENDING"), queue_row(2, "PENDING")])
+    write_batch(spark, storage, 1, [queue_row(1, "ACKED"), queue_row(3, "PENDING")])
+
+    assert last_operation(spark, lake) == "MERGE"
+    rows = spark.read.format("delta").load(lake.queue_messages).collect()
+    assert sorted((r.message_id, r.status) for r in rows) == [
+        (1, "ACKED"),
+        (2, "PENDING"),
+        (3, "PENDING"),
+    ]

@@ -312,6 +312,8 @@ class DeltaStorage:
     A batch's PENDING rows are carried to the next one in memory (:meth:`pending`): a new
     version of ``queue_messages`` read through Delta costs a rebuild of the snapshot's
     state, several Spark jobs, which is much of a small batch's time (docs/DESIGN.md).
+    With them in memory, a batch that changes none of them appends its queue rows rather
+    than merging them (:meth:`_commit_queue_rows`).
     """
 
     lake: Lake
@@ -443,13 +445,20 @@ class DeltaStorage:
     def _commit_queue_rows(
         self, rows: DataFrame, state: JobState, app_id: str, batch_id: int
     ) -> int:
-        """Upsert the batch's queue rows into the PENDING partition; return how many."""
+        """Upsert the batch's queue rows into the PENDING partition; return how many.
+
+        A MERGE when a row may be one of the PENDING rows the batch started from; an append
+        when none is, which is what the MERGE would do then (insert every row) without its
+        jobs that join the rows to the table's files, a large part of a small batch
+        (docs/DESIGN.md). Only carried PENDING rows (:meth:`pending`) are compared: reading
+        them through Delta again would cost what the MERGE saves.
+        """
         from delta.tables import DeltaTable
 
         spark = rows.sparkSession
         location = self.lake.queue_messages
-        n = rows.count()
-        if n == 0 or not is_table(location):
+        n, updates = self._count_queue_rows(rows)
+        if n == 0 or not updates or not is_table(location):
             # the first batch creates the table; an empty batch still records its
             # transaction and the job state
             append(
@@ -475,6 +484,25 @@ class DeltaStorage:
                 .execute()
             )
         return n
+
+    def _count_queue_rows(self, rows: DataFrame) -> tuple[int, bool]:
+        """How many queue rows the batch writes, and whether any may update a PENDING row
+        (one action): with the batch's PENDING rows carried, and the table still at their
+        version, whether one has the key of a row written; otherwise, assumed so."""
+        carried = self._carried
+        if (
+            carried is None
+            or self._read is not carried.rows
+            or table_version(self.lake.queue_messages) != carried.version
+        ):
+            return rows.count(), True
+        key = list(KEY)
+        was_pending = carried.rows.select(*key, F.lit(True).alias("_was_pending"))
+        found = rows.join(was_pending, key, "left").agg(
+            F.count(F.lit(1)).alias("rows"), F.count("_was_pending").alias("updates")
+        )
+        figures = found.collect()[0]  # an aggregate without groups: exactly one row
+        return figures.rows, figures.updates > 0
 
 
 @dataclass(frozen=True)
