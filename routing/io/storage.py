@@ -497,8 +497,9 @@ class DeltaStorage:
         ):
             return rows.count(), True
         key = list(KEY)
+        # broadcast: at most CARRIED_PENDING_ROWS keys, and no shuffle of either side
         was_pending = carried.rows.select(*key, F.lit(True).alias("_was_pending"))
-        found = rows.join(was_pending, key, "left").agg(
+        found = rows.join(F.broadcast(was_pending), key, "left").agg(
             F.count(F.lit(1)).alias("rows"), F.count("_was_pending").alias("updates")
         )
         figures = found.collect()[0]  # an aggregate without groups: exactly one row
