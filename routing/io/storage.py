@@ -460,7 +460,7 @@ class DeltaStorage:
         n, updates = self._count_queue_rows(rows)
         if n == 0 or not updates or not is_table(location):
             # the first batch creates the table; an empty batch still records its
-            # transaction and the job state
+            # transaction and the job state; a batch of new keys only inserts
             append(
                 rows,
                 location,
