@@ -1,4 +1,5 @@
-"""The job's storage between batches: the PENDING rows one batch carries to the next."""
+"""The job's storage between batches: the PENDING rows and producer ids one batch carries
+to the next, and how it commits its queue rows."""
 
 from __future__ import annotations
 
@@ -24,13 +25,27 @@ def queue_row(message_id: int, status: str, queue: str = "orders") -> tuple[obje
     return (*message, queue, status, 0, None, sent, sent)
 
 
-def write_batch(spark: SparkSession, storage: DeltaStorage, batch_id: int, rows: list) -> None:
-    """One batch as the job runs it: its PENDING rows read, then its queue rows written."""
+def write_batch(
+    spark: SparkSession,
+    storage: DeltaStorage,
+    batch_id: int,
+    rows: list,
+    producer_ids: tuple[int, ...] = (),
+) -> None:
+    """One batch as the job runs it: its PENDING rows and the producer ids taken read,
+    then its queue rows and the ``producer_ids`` it accepted written."""
     storage.pending(spark)
+    storage.taken(spark, batch_id)
     queue_rows = local_frame(spark, rows, schemas.spark_schema(schemas.QUEUE_MESSAGE))
+    ids = local_frame(
+        spark, [(i, batch_id) for i in producer_ids], schemas.spark_schema(schemas.PRODUCER_ID)
+    )
     no_journal = local_frame(spark, [], schemas.spark_schema(schemas.JOURNAL))
-    tagged = [no_journal.withColumn(TABLE, F.lit(layout.JOURNAL))]
-    storage.write(Outputs(tagged, queue_rows), JobState(), APP, batch_id)
+    tagged = [
+        no_journal.withColumn(TABLE, F.lit(layout.JOURNAL)),
+        ids.withColumn(TABLE, F.lit(layout.PRODUCER_IDS)),
+    ]
+    storage.write(Outputs(tagged, queue_rows, ids), JobState(), APP, batch_id)
 
 
 def pending_in_delta(spark: SparkSession, lake: Lake) -> DataFrame:
@@ -135,3 +150,68 @@ def test_a_batch_that_changes_a_pending_row_merges_its_queue_rows(spark, tmp_pat
         (2, "PENDING"),
         (3, "PENDING"),
     ]
+
+
+def taken_ids(taken: DataFrame | None) -> list[int]:
+    assert taken is not None
+    return sorted(r.message_id for r in taken.collect())
+
+
+def test_a_batch_carries_the_producer_ids_it_appended(spark, tmp_path):
+    lake = Lake.at(tmp_path / "lake")
+    storage = DeltaStorage(lake)
+    write_batch(spark, storage, 0, [], producer_ids=(1, 2))
+    write_batch(spark, storage, 1, [], producer_ids=(3,))
+    write_batch(spark, storage, 2, [], producer_ids=(4,))
+    first_files = set(
+        spark.read.format("delta").option("versionAsOf", 0).load(lake.producer_ids).inputFiles()
+    )
+
+    taken = storage.taken(spark, 3)
+
+    assert taken is not None
+    assert set(taken.inputFiles()) == first_files  # batches 1 and 2 from memory
+    in_delta = spark.read.format("delta").load(lake.producer_ids).select("message_id")
+    assert_df_equality(taken.orderBy("message_id"), in_delta.orderBy("message_id"))
+    assert taken_ids(taken) == [1, 2, 3, 4]
+
+
+def test_the_carried_producer_ids_leave_out_the_batch_itself(spark, tmp_path):
+    lake = Lake.at(tmp_path / "lake")
+    storage = DeltaStorage(lake)
+    write_batch(spark, storage, 0, [], producer_ids=(1,))
+    write_batch(spark, storage, 1, [], producer_ids=(2,))
+
+    # batch 1 replayed after a crash finds the ids it appended the first time
+    assert taken_ids(storage.taken(spark, 1)) == [1]
+
+
+def test_another_writers_producer_ids_make_the_next_batch_read_delta(spark, tmp_path):
+    lake = Lake.at(tmp_path / "lake")
+    storage = DeltaStorage(lake)
+    write_batch(spark, storage, 0, [], producer_ids=(1,))
+    write_batch(spark, storage, 1, [], producer_ids=(2,))
+    append(lake.producer_ids, [{"message_id": 7, "batch_id": 1}], schemas.PRODUCER_ID)
+
+    taken = storage.taken(spark, 2)
+
+    assert taken is not None
+    assert len(taken.inputFiles()) == 3
+    assert taken_ids(taken) == [1, 2, 7]
+
+
+def test_too_many_producer_ids_to_carry_make_the_next_batch_read_delta(
+    spark, tmp_path, monkeypatch
+):
+    monkeypatch.setattr("routing.io.storage.CARRIED_PRODUCER_IDS", 1)
+    lake = Lake.at(tmp_path / "lake")
+    storage = DeltaStorage(lake)
+    write_batch(spark, storage, 0, [], producer_ids=(1,))
+    write_batch(spark, storage, 1, [], producer_ids=(2, 3))
+
+    taken = storage.taken(spark, 2)
+
+    assert taken is not None
+    in_delta = spark.read.format("delta").load(lake.producer_ids)
+    assert set(taken.inputFiles()) == set(in_delta.inputFiles())  # batch 1's files too
+    assert taken_ids(taken) == [1, 2, 3]

@@ -26,7 +26,6 @@ Example::
 from __future__ import annotations
 
 import contextlib
-import itertools
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -66,6 +65,11 @@ COMPACT_PRODUCER_IDS_AT = 64
 CARRIED_PENDING_ROWS = 100_000
 """PENDING rows up to which a batch hands the next one its queues' PENDING rows in memory
 (:meth:`DeltaStorage.pending`), rather than the next batch reading them from Delta."""
+
+CARRIED_PRODUCER_IDS = 100_000
+"""Producer ids accepted since the producer-id table was last read through Delta up to
+which the batches keep them in memory (:meth:`DeltaStorage.taken`); past it, the next
+batch reads the table again and starts anew, so memory stays flat."""
 
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
@@ -195,9 +199,9 @@ def append(
 
 
 CONCURRENT_COMMITS = 4
-"""Tables of one group (:func:`append_tables`) written at once. A commit is mostly fixed
-work (the table's snapshot, the job's set-up, the statistics, the log entry), a few
-hundred milliseconds each even for a handful of rows; side by side they overlap."""
+"""Tables written at once (:func:`append_tables`). A commit is mostly fixed work (the
+table's snapshot, the job's set-up, the statistics, the log entry), a few hundred
+milliseconds each even for a handful of rows; side by side they overlap."""
 
 
 def append_tables(
@@ -206,12 +210,11 @@ def append_tables(
     *,
     app_id: str | None = None,
     txn_version: int | None = None,
-    first: Callable[[str], bool] = layout.is_address_source,
     level: StorageLevel | None = StorageLevel.MEMORY_AND_DISK,
     rows_per_file: int | None = None,
 ) -> dict[str, int]:
     """Append tagged rows (``_table`` names each row's table) to the lake: one commit per
-    table, the tables for which ``first`` holds before the others.
+    table.
 
     :param rows: a tagged frame, or several (:func:`outputs`): each is computed once
         (checkpointed at ``level``; None: it is made of frames kept already, so it is not
@@ -221,10 +224,11 @@ def append_tables(
         copies about eight times over.
 
     The rows are counted (:func:`count_rows`); only the tables that get rows are written.
-    The frames are kept, and the tables of each group (``first`` ones, then the others)
-    committed, concurrently (:data:`CONCURRENT_COMMITS`): they are separate Delta tables,
-    each commit its own transaction. Each task writes its rows in the order it holds
-    them, in files of at most ``rows_per_file`` rows (:func:`append`).
+    The frames are kept, and the tables committed, concurrently
+    (:data:`CONCURRENT_COMMITS`): they are separate Delta tables, each commit its own
+    transaction, so no order among them means anything to a reader. Each task writes its
+    rows in the order it holds them, in files of at most ``rows_per_file`` rows
+    (:func:`append`).
 
     :return: the row counts by table.
     """
@@ -256,9 +260,7 @@ def append_tables(
                 )
 
             counts = dict(sum((Counter(n) for n in found), Counter()))
-            tables = sorted(tables_written(counts), key=lambda t: (not first(t), t))
-            for _, group in itertools.groupby(tables, key=first):
-                list(pool.map(write, group))  # the group's commits, then the next group
+            list(pool.map(write, sorted(tables_written(counts))))
         return counts
     finally:
         scratch.release()
@@ -305,6 +307,23 @@ class CarriedPending:
     scratch: Scratch
 
 
+@dataclass(frozen=True)
+class CarriedProducerIds:
+    """The producer ids of ``_state/producer_ids`` at ``version``: the table read through
+    Delta at an earlier version (``base``, pinned: read again, it rebuilds nothing) and
+    the ids the job's batches appended since (``added``, checkpointed in ``scratch``)."""
+
+    version: int
+    base: DataFrame
+    added: DataFrame | None = None
+    added_rows: int = 0
+    scratch: Scratch = field(default_factory=Scratch)
+
+    def rows(self) -> DataFrame:
+        """Every producer id of the table at ``version`` (``PRODUCER_ID`` rows)."""
+        return self.base if self.added is None else self.base.unionByName(self.added)
+
+
 @dataclass
 class DeltaStorage:
     """The lake's Delta tables as the job reads and writes them (a :class:`Storage`).
@@ -313,12 +332,14 @@ class DeltaStorage:
     version of ``queue_messages`` read through Delta costs a rebuild of the snapshot's
     state, several Spark jobs, which is much of a small batch's time (docs/DESIGN.md).
     With them in memory, a batch that changes none of them appends its queue rows rather
-    than merging them (:meth:`_commit_queue_rows`).
+    than merging them (:meth:`_commit_queue_rows`). The producer ids are carried too
+    (:meth:`taken`).
     """
 
     lake: Lake
     _read: DataFrame | None = field(default=None, init=False, repr=False)
     _carried: CarriedPending | None = field(default=None, init=False, repr=False)
+    _ids: CarriedProducerIds | None = field(default=None, init=False, repr=False)
 
     def events(self, spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
         """The input stream: one row per slice of an input table a batch reads
@@ -369,16 +390,26 @@ class DeltaStorage:
 
         Rows of ``batch_id`` itself are left out: a batch replayed after a crash may find
         them. The batch id is data, not a literal (:func:`routing.plan.batch.batch_values`).
-        """
-        if not is_table(self.lake.producer_ids):
-            return None
-        if file_count(self.lake.producer_ids) > COMPACT_PRODUCER_IDS_AT:
-            from delta.tables import DeltaTable
 
-            DeltaTable.forPath(spark, self.lake.producer_ids).optimize().executeCompaction()
+        The table is read through Delta at its version (pinned), and the ids later batches
+        append are added in memory (:meth:`_carry_ids`), while the table is at the version
+        their commits made. Reading each new version through Delta rebuilt its snapshot's
+        state first, Spark jobs a small batch paid every time (docs/DESIGN.md).
+        """
+        from delta.tables import DeltaTable
+
+        location = self.lake.producer_ids
+        if not is_table(location):
+            return None
+        if file_count(location) > COMPACT_PRODUCER_IDS_AT:
+            DeltaTable.forPath(spark, location).optimize().executeCompaction()
+        version = table_version(location)
+        if self._ids is None or self._ids.version != version:
+            self._drop_ids()
+            base = spark.read.format("delta").option("versionAsOf", version).load(location)
+            self._ids = CarriedProducerIds(version, base.select(*schemas.PRODUCER_ID.names))
         return (
-            spark.read.format("delta")
-            .load(self.lake.producer_ids)
+            self._ids.rows()
             .crossJoin(batch_values(spark, batch=batch_id))
             .where(F.col("batch_id") < batch_value("batch"))
             .select("message_id")
@@ -388,16 +419,30 @@ class DeltaStorage:
         self, outputs: Outputs, state: JobState, app_id: str, batch_id: int
     ) -> dict[str, int]:
         """Write a batch's outputs (:func:`outputs`): one idempotent commit per table,
-        address tables first, ``queue_messages`` (with the job state) last.
+        ``queue_messages`` (with the job state) last.
+
+        The queue rows are kept and counted (:meth:`_count_queue_rows`) while the other
+        tables are appended: neither reads what the other writes, and a small batch's
+        actions are mostly the driver's fixed work, which overlaps on two cores.
 
         :return: the rows written by table (:func:`count_rows`).
         """
         scratch = Scratch()
-        try:
-            counts = append_tables(outputs.tagged, self.lake, app_id=app_id, txn_version=batch_id)
+
+        def counted() -> tuple[DataFrame, int, bool]:
             rows = scratch.keep(outputs.queue_rows.select(*schemas.QUEUE_MESSAGE.names))
-            merged = self._commit_queue_rows(rows, state, app_id, batch_id)
+            return (rows, *self._count_queue_rows(rows))
+
+        try:
+            with ThreadPoolExecutor(1, thread_name_prefix="queue-rows") as side:
+                queue_rows = side.submit(counted)
+                counts = append_tables(
+                    outputs.tagged, self.lake, app_id=app_id, txn_version=batch_id
+                )
+                rows, merged, updates = queue_rows.result()
+            self._commit_queue_rows(rows, merged, updates, state, app_id, batch_id)
             self._carry(rows, merged, app_id)
+            self._carry_ids(outputs.producer_ids, counts.get(layout.PRODUCER_IDS, 0), app_id)
         finally:
             scratch.release()
         if merged:
@@ -442,10 +487,40 @@ class DeltaStorage:
             if previous is not None:
                 previous.scratch.release()
 
+    def _carry_ids(self, ids: DataFrame, written: int, app_id: str) -> None:
+        """Add the ``written`` producer ids the batch appended (``ids``) to those carried,
+        when its commit is the table's one version since them; otherwise, or past
+        :data:`CARRIED_PRODUCER_IDS`, drop them (the next batch reads the table again)."""
+        carried = self._ids
+        if carried is None or written == 0:
+            return  # no commit: the next batch finds the version it expects, or reads again
+        location = self.lake.producer_ids
+        version = table_version(location)
+        if (
+            version != carried.version + 1
+            or app_id not in commit_app_ids(location, version)
+            or carried.added_rows + written > CARRIED_PRODUCER_IDS
+        ):
+            self._drop_ids()
+            return
+        scratch = Scratch()
+        rows = ids.select(*schemas.PRODUCER_ID.names)
+        added = scratch.keep(rows if carried.added is None else carried.added.unionByName(rows))
+        carried.scratch.release()
+        self._ids = CarriedProducerIds(
+            version, carried.base, added, carried.added_rows + written, scratch
+        )
+
+    def _drop_ids(self) -> None:
+        if self._ids is not None:
+            self._ids.scratch.release()
+            self._ids = None
+
     def _commit_queue_rows(
-        self, rows: DataFrame, state: JobState, app_id: str, batch_id: int
-    ) -> int:
-        """Upsert the batch's queue rows into the PENDING partition; return how many.
+        self, rows: DataFrame, n: int, updates: bool, state: JobState, app_id: str, batch_id: int
+    ) -> None:
+        """Upsert the batch's ``n`` queue rows into the PENDING partition (``updates``: some
+        may update a PENDING row, :meth:`_count_queue_rows`).
 
         A MERGE when a row may be one of the PENDING rows the batch started from; an append
         when none is, which is what the MERGE would do then (insert every row) without its
@@ -457,8 +532,8 @@ class DeltaStorage:
 
         spark = rows.sparkSession
         location = self.lake.queue_messages
-        n, updates = self._count_queue_rows(rows)
-        if n == 0 or not updates or not is_table(location):
+        # the version is checked again: the rows were counted while the others were written
+        if n == 0 or not is_table(location) or (not updates and self._started_from_carried()):
             # the first batch creates the table; an empty batch still records its
             # transaction and the job state; a batch of new keys only inserts
             append(
@@ -469,7 +544,7 @@ class DeltaStorage:
                 partition_by=[schemas.QUEUE_MESSAGES_PARTITION],
                 user_metadata=state.to_json(),
             )
-            return n
+            return
         settings = {TXN_APP_ID: app_id, TXN_VERSION: str(batch_id), USER_METADATA: state.to_json()}
         with session_conf(spark, settings):
             (
@@ -483,18 +558,22 @@ class DeltaStorage:
                 .whenNotMatchedInsertAll()
                 .execute()
             )
-        return n
+
+    def _started_from_carried(self) -> bool:
+        """The batch's PENDING rows were carried, and the table is still at their version."""
+        carried = self._carried
+        return (
+            carried is not None
+            and self._read is carried.rows
+            and table_version(self.lake.queue_messages) == carried.version
+        )
 
     def _count_queue_rows(self, rows: DataFrame) -> tuple[int, bool]:
         """How many queue rows the batch writes, and whether any may update a PENDING row
         (one action): with the batch's PENDING rows carried, and the table still at their
         version, whether one has the key of a row written; otherwise, assumed so."""
         carried = self._carried
-        if (
-            carried is None
-            or self._read is not carried.rows
-            or table_version(self.lake.queue_messages) != carried.version
-        ):
+        if carried is None or not self._started_from_carried():
             return rows.count(), True
         key = list(KEY)
         # broadcast: at most CARRIED_PENDING_ROWS keys, and no shuffle of either side
@@ -516,16 +595,20 @@ class Outputs:
     rejected rows, the producer ids."""
     queue_rows: DataFrame
     """``queue_messages``' rows (:data:`routing.plan.schemas.QUEUE_MESSAGE`)."""
+    producer_ids: DataFrame
+    """The producer ids the batch accepted (:data:`routing.plan.schemas.PRODUCER_ID`), also
+    among ``tagged``."""
 
 
 def outputs(result: BatchResult, source_of: Callable[[Column], Column], batch_id: int) -> Outputs:
     """Every row a batch writes, each appended row tagged with its table (:data:`TABLE`)."""
+    producer_ids = result.routed.crossJoin(
+        batch_values(result.routed.sparkSession, batch=batch_id)
+    ).select("message_id", F.col("_batch").alias("batch_id"))
     tagged = [
         result.copies.withColumn(TABLE, source_of(F.col("address"))),
         result.journal.withColumn(TABLE, F.lit(layout.JOURNAL)),
         result.rejected.withColumn(TABLE, F.lit(layout.REJECTED)),
-        result.routed.crossJoin(batch_values(result.routed.sparkSession, batch=batch_id)).select(
-            "message_id", F.col("_batch").alias("batch_id"), F.lit(layout.PRODUCER_IDS).alias(TABLE)
-        ),
+        producer_ids.withColumn(TABLE, F.lit(layout.PRODUCER_IDS)),
     ]
-    return Outputs(tagged, result.queue_rows)
+    return Outputs(tagged, result.queue_rows, producer_ids)
