@@ -3,6 +3,7 @@ to the next, and how it commits its queue rows."""
 
 from __future__ import annotations
 
+import pytest
 from chispa import assert_df_equality
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -10,7 +11,7 @@ from pyspark.sql import functions as F
 from routing.broker import layout
 from routing.broker.state import JobState
 from routing.io.lake import Lake
-from routing.io.storage import TABLE, DeltaStorage, Outputs
+from routing.io.storage import OVERLAPPED_ROWS, TABLE, DeltaStorage, Outputs
 from routing.plan import schemas
 from routing.plan._columns import local_frame
 from tests.lakeio import append, at
@@ -45,7 +46,8 @@ def write_batch(
         no_journal.withColumn(TABLE, F.lit(layout.JOURNAL)),
         ids.withColumn(TABLE, F.lit(layout.PRODUCER_IDS)),
     ]
-    storage.write(Outputs(tagged, queue_rows, ids), JobState(), APP, batch_id)
+    outputs = Outputs(tagged, queue_rows, ids, rows_in=len(rows) + len(producer_ids))
+    storage.write(outputs, JobState(), APP, batch_id)
 
 
 def pending_in_delta(spark: SparkSession, lake: Lake) -> DataFrame:
@@ -110,7 +112,11 @@ def last_operation(spark: SparkSession, lake: Lake) -> str:
     return DeltaTable.forPath(spark, lake.queue_messages).history(1).collect()[0].operation
 
 
-def test_a_batch_that_changes_no_pending_row_appends_its_queue_rows(spark, tmp_path):
+@pytest.mark.parametrize("overlapped_rows", [OVERLAPPED_ROWS, 0], ids=["overlapped", "in-turn"])
+def test_a_batch_that_changes_no_pending_row_appends_its_queue_rows(
+    spark, tmp_path, monkeypatch, overlapped_rows
+):
+    monkeypatch.setattr("routing.io.storage.OVERLAPPED_ROWS", overlapped_rows)
     lake = Lake.at(tmp_path / "lake")
     storage = DeltaStorage(lake)
     write_batch(spark, storage, 0, [queue_row(1, "PENDING"), queue_row(2, "PENDING")])
