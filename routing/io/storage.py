@@ -70,8 +70,8 @@ CARRIED_PENDING_ROWS = 100_000
 OVERLAPPED_ROWS = 100_000
 """Input rows of a batch up to which its writes overlap (:meth:`DeltaStorage.write`). A
 small batch's actions are mostly the driver's fixed work, which overlaps; a large batch's
-keep both cores and the heap busy, and side by side they contend (1M messages: its
-journal, producer ids and copies committed at once, 5 to 8% slower)."""
+keep both cores and the heap busy, and side by side they contend (1M messages: every
+overlapping variant tried was 2 to 9% slower, docs/DESIGN.md)."""
 
 CARRIED_PRODUCER_IDS = 100_000
 """Producer ids accepted since the producer-id table was last read through Delta up to
