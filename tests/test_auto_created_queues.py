@@ -207,13 +207,70 @@ def test_a_plan_that_saw_each_queue_when_it_existed_holds_at_once(spark):
         scratch.release()
 
 
-def test_an_event_naming_a_queue_the_batch_never_creates_is_rejected(spark):
-    """The first plan takes DLQ.audit.all, named by an ACK, for a queue that exists; the
-    batch creates nothing, so that plan does not hold and the second one, which assumes
-    what the first found, rejects the ACK."""
+def test_events_naming_a_queue_the_batch_never_creates_are_rejected_in_one_plan(spark):
+    """The first plan takes DLQ.audit.all, named by deliveries and management rows, for a
+    queue that exists; the batch creates nothing. No message can have entered it, so those
+    events found none and changed nothing: the plan rejects them as unknown (whatever it
+    rejected them for first) and holds, without being planned again."""
+    topology = topology_of(XML)
+    copy = dead(6, "audit.all", "DLA")  # a copy's id: it waits for copies of later rounds
+    events = batch_events(
+        spark,
+        [message(6, "audit.all")],
+        [delivery("DLQ.audit.all", 999, "ACK", 5), delivery("DLQ.audit.all", copy, "ACK", 6)],
+        [
+            {"op": "SEND_TO_DLA", "queue": "DLQ.audit.all", "message_id": 999, "at": at(7)},
+            {"op": "RETRY", "queue": "DLQ.audit.all", "filter": "priority > 4", "at": at(8)},
+            # rejected by the first plan for another reason, then as unknown
+            {"op": "RETRY", "queue": "DLQ.audit.all", "to_queue": "audit.all", "at": at(9)},
+        ],
+    )
+    scratch = Scratch()
+    try:
+        result = run_batch(
+            events, no_pending(spark), JobState(), topology, Router(topology), scratch
+        )
+        assert result.created == {}
+        assert result.attempts == 1
+        unknown = "unknown queue 'DLQ.audit.all'"
+        assert_rows(
+            result.rejected.select("source", "at", "reason"),
+            "source string, at timestamp, reason string",
+            [
+                ("deliveries", at(5), unknown),
+                ("deliveries", at(6), unknown),
+                ("management", at(7), unknown),
+                ("management", at(8), unknown),
+                ("management", at(9), unknown),
+            ],
+        )
+        assert_rows(
+            result.queue_rows.select(*STATE.split(", ")),
+            STATE_DDL,
+            [state("audit.all", 6, "PENDING", 0, 0, 0)],
+        )
+    finally:
+        scratch.release()
+
+
+def test_a_move_to_a_queue_the_batch_never_creates_plans_the_batch_again(spark):
+    """A MOVE to DLQ.audit.all, taken for a queue that exists, would put the message
+    there: the first plan changed a message, so the batch is planned again, assuming what
+    the first found, and the MOVE is rejected."""
     topology = topology_of(XML)
     events = batch_events(
-        spark, [message(6, "audit.all")], [delivery("DLQ.audit.all", 999, "ACK", 5)]
+        spark,
+        [message(6, "audit.all")],
+        [],
+        [
+            {
+                "op": "MOVE",
+                "queue": "audit.all",
+                "message_id": 6,
+                "to_queue": "DLQ.audit.all",
+                "at": at(5),
+            }
+        ],
     )
     scratch = Scratch()
     try:
@@ -225,7 +282,12 @@ def test_an_event_naming_a_queue_the_batch_never_creates_is_rejected(spark):
         assert_rows(
             result.rejected.select("source", "at", "reason"),
             "source string, at timestamp, reason string",
-            [("deliveries", at(5), "unknown queue 'DLQ.audit.all'")],
+            [("management", at(5), "to_queue 'DLQ.audit.all' does not exist")],
+        )
+        assert_rows(
+            result.queue_rows.select(*STATE.split(", ")),
+            STATE_DDL,
+            [state("audit.all", 6, "PENDING", 0, 0, 0)],
         )
     finally:
         scratch.release()

@@ -64,6 +64,7 @@ from routing.plan.inputs import (
     classify,
     is_message_row,
     queues_seen_differently,
+    reclassify,
     split,
     to_route,
 )
@@ -302,7 +303,8 @@ def _plan_batch(
     old = pending.select(*QUEUE_ROW)
     waiting = union_of([inputs.deliveries, inputs.by_id])
     journals: list[DataFrame] = []
-    rejected: list[DataFrame] = [inputs.rejected]
+    rejected: list[DataFrame] = []  # by routing and the fold
+    unmatched: list[DataFrame] = []  # events naming no message in play: rejected at the end
     copies: list[DataFrame] = []
     entries: list[DataFrame | None] = []
     updated: list[DataFrame] = []
@@ -344,9 +346,7 @@ def _plan_batch(
         rejected.append(folded.rejected)
         # a copy made later in this batch may still enter that queue: it waits for it
         waiting = folded.unmatched.where(F.col("message_id") >= COPY_ID_BASE)
-        rejected.append(
-            _no_such_message(folded.unmatched.where(F.col("message_id") < COPY_ID_BASE))
-        )
+        unmatched.append(folded.unmatched.where(F.col("message_id") < COPY_ID_BASE))
         entering = scratch.keep(copies_of(folded.moves, in_play, router.source_of))
         if not topology.auto_queues:
             if entering.isEmpty():
@@ -362,8 +362,24 @@ def _plan_batch(
             break
         found += [(r.queue, (r.first["at"], r.first[RANK])) for r in made if r.queue is not None]
         known = created_moments(known, found)
-    rejected.append(_no_such_message(waiting))
+    unmatched.append(waiting)
     created = created_moments(state.created, found)
+    never = [q for q in expected if q not in created]
+    if never:
+        # The events naming a queue the plan took for one that exists but the batch never
+        # created found no message there and changed nothing: routing and RETRY see
+        # created queues only, and a MOVE to it is a decision asked below. They are
+        # rejected as a plan assuming ``created`` rejects them, not planned again.
+        final = exists_under(created)
+        named_never = F.col("queue").isin(*never) & ~queues_seen_differently(
+            exists, final, columns=["to_queue"]
+        )
+        asked[0] = lambda moments: classified.where(
+            queues_seen_differently(exists, exists_under(moments)) & ~named_never
+        )
+        inputs.rejected = split(reclassify(classified, named_never, final), bad).rejected
+        unmatched = [u.where(~F.col("queue").isin(*never)) for u in unmatched]
+    rejected = [inputs.rejected, *rejected, *map(_no_such_message, unmatched)]
     # when the plan finds what it assumed it holds, unless the events expected more
     holds = (created == assumed and not expected) or _holds(asked, created)
 

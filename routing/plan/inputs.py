@@ -126,34 +126,52 @@ def classify(
             return name.isin(*known)
 
     is_message = is_message_row()
-    is_delivery = F.col("source") == DELIVERIES
-    rank = _event_rank()
-    queue_known = exists(F.col("queue"), F.col("at"), rank)
-    to_queue_known = exists(F.col("to_queue"), F.col("at"), rank)
-    rejected = F.col(REASON).isNotNull()
     classified = (
         events.withColumn(OWN, is_message & own_copy())
         .withColumn(
             REASON,
-            F.when(is_message & ~F.col(OWN), _message_reason())
-            .when(is_delivery, _delivery_reason(queue_known))
-            .when(~is_message, _management_reason(queue_known, to_queue_known)),
+            F.when(is_message & ~F.col(OWN), _message_reason()).otherwise(_event_reason(exists)),
         )
         .transform(lambda rows: _reject_duplicates(rows, taken))
-        .withColumn(
-            ROW_JSON,
-            F.coalesce(
-                F.col("raw"),
-                # only a row rejected here reads its JSON (one rejected later, when it meets
-                # the queue state, is written by deliveries.event_row); a management row's
-                # filter is checked afterwards (split), so its JSON is always made
-                F.when(is_message, F.when(rejected, journal.message_json()))
-                .when(is_delivery, F.when(rejected, _json(schemas.DELIVERY)))
-                .otherwise(_json(schemas.MANAGEMENT)),
-            ),
-        )
+        .withColumn(ROW_JSON, _row_json())
     )
     return scratch.keep(classified)
+
+
+def reclassify(
+    classified: DataFrame, rows: Column, exists: Callable[[Column, Column, Column], Column]
+) -> DataFrame:
+    """``classified`` with its delivery and management ``rows`` checked again, ``exists``
+    saying which queues exist (as :func:`classify` takes it): a plan corrects the rows that
+    named a queue it took for one that exists (:mod:`routing.plan.engine`)."""
+    again = rows & ~is_message_row()
+    return classified.withColumn(
+        REASON, F.when(again, _event_reason(exists)).otherwise(F.col(REASON))
+    ).withColumn(ROW_JSON, F.when(again, _row_json()).otherwise(F.col(ROW_JSON)))
+
+
+def _event_reason(exists: Callable[[Column, Column, Column], Column]) -> Column:
+    """Why a delivery or management row is rejected (null: valid; a message row: null)."""
+    rank = _event_rank()
+    queue_known = exists(F.col("queue"), F.col("at"), rank)
+    to_queue_known = exists(F.col("to_queue"), F.col("at"), rank)
+    return F.when(F.col("source") == DELIVERIES, _delivery_reason(queue_known)).when(
+        ~is_message_row(), _management_reason(queue_known, to_queue_known)
+    )
+
+
+def _row_json() -> Column:
+    """A row's JSON for ``rejected.row``, once ``_reason`` is set."""
+    rejected = F.col(REASON).isNotNull()
+    return F.coalesce(
+        F.col("raw"),
+        # only a row rejected here reads its JSON (one rejected later, when it meets the
+        # queue state, is written by deliveries.event_row); a management row's filter is
+        # checked afterwards (split), so its JSON is always made
+        F.when(is_message_row(), F.when(rejected, journal.message_json()))
+        .when(F.col("source") == DELIVERIES, F.when(rejected, _json(schemas.DELIVERY)))
+        .otherwise(_json(schemas.MANAGEMENT)),
+    )
 
 
 def _event_rank() -> Column:
@@ -166,13 +184,14 @@ def _event_rank() -> Column:
 def queues_seen_differently(
     before: Callable[[Column, Column, Column], Column],
     after: Callable[[Column, Column, Column], Column],
+    columns: Iterable[str] = ("queue", "to_queue"),
 ) -> Column:
-    """The event rows of :func:`classify` whose ``queue`` or ``to_queue`` exists under
-    ``before`` but not under ``after``, or the other way round (``exists`` functions as
-    :func:`classify` takes): the rows whose check would change."""
+    """The event rows of :func:`classify` whose ``queue`` or ``to_queue`` (of ``columns``)
+    exists under ``before`` but not under ``after``, or the other way round (``exists``
+    functions as :func:`classify` takes): the rows whose check would change."""
     rank = _event_rank()
     differ = F.lit(False)
-    for name in (F.col("queue"), F.col("to_queue")):
+    for name in map(F.col, columns):
         differ = differ | ~before(name, F.col("at"), rank).eqNullSafe(
             after(name, F.col("at"), rank)
         )
