@@ -20,16 +20,20 @@ micro-batch (the creation moments carried in the job state) and compares every t
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from routing.broker.ids import copy_id_py
 from routing.broker.state import JobState
 from routing.io.lake import Lake
 from routing.io.storage import DeltaStorage
+from routing.plan.batch import BatchResult
 from routing.plan.engine import run_batch
 from routing.plan.router import Router
 from routing.plan.scratch import Scratch
@@ -176,35 +180,52 @@ def test_the_queues_exist_from_the_dead_letter_or_expiry_that_creates_them(batch
     assert result.attempts == 2  # planned again, assuming what the first plan created
 
 
+@contextmanager
+def planned(events: DataFrame) -> Iterator[BatchResult]:
+    """The batch of ``events`` planned from no state; its checkpoints released after."""
+    topology = topology_of(XML)
+    scratch = Scratch()
+    try:
+        yield run_batch(
+            events, no_pending(events.sparkSession), JobState(), topology, Router(topology), scratch
+        )
+    finally:
+        scratch.release()
+
+
+def assert_states(result: BatchResult, expected: list[tuple]) -> None:
+    assert_rows(result.queue_rows.select(*STATE.split(", ")), STATE_DDL, expected)
+
+
+def assert_rejected(result: BatchResult, expected: list[tuple]) -> None:
+    assert_rows(
+        result.rejected.select("source", "at", "reason"),
+        "source string, at timestamp, reason string",
+        expected,
+    )
+
+
 def test_a_plan_that_saw_each_queue_when_it_existed_holds_at_once(spark):
     """A dead letter creates DLQ.audit.all at 9 and its consumer ACKs the copy at 10, in
     the same batch. The ACK takes the queue for one that exists (consumers name queues
     that exist), so the first plan's every decision matches what it found: one plan.
     An event naming it before 9 (the batch above) makes the batch planned again."""
-    topology = topology_of(XML)
     copy = dead(6, "audit.all", "DLA")
     events = batch_events(
         spark,
         [message(6, "audit.all")],
         [delivery("audit.all", 6, "ROLLBACK", 9), delivery("DLQ.audit.all", copy, "ACK", 10)],
     )
-    scratch = Scratch()
-    try:
-        result = run_batch(
-            events, no_pending(spark), JobState(), topology, Router(topology), scratch
-        )
+    with planned(events) as result:
         assert result.attempts == 1
         assert result.created == {"DLQ.audit.all": (micros(9), 2)}
-        assert_rows(
-            result.queue_rows.select(*STATE.split(", ")),
-            STATE_DDL,
+        assert_states(
+            result,
             [
                 state("audit.all", 6, "DEAD_LETTERED", 1, 0, 9),
                 state("DLQ.audit.all", copy, "ACKED", 1, 9, 10),
             ],
         )
-    finally:
-        scratch.release()
 
 
 def test_events_naming_a_queue_the_batch_never_creates_are_rejected_in_one_plan(spark):
@@ -212,7 +233,6 @@ def test_events_naming_a_queue_the_batch_never_creates_are_rejected_in_one_plan(
     queue that exists; the batch creates nothing. No message can have entered it, so those
     events found none and changed nothing: the plan rejects them as unknown (whatever it
     rejected them for first) and holds, without being planned again."""
-    topology = topology_of(XML)
     copy = dead(6, "audit.all", "DLA")  # a copy's id: it waits for copies of later rounds
     events = batch_events(
         spark,
@@ -225,17 +245,12 @@ def test_events_naming_a_queue_the_batch_never_creates_are_rejected_in_one_plan(
             {"op": "RETRY", "queue": "DLQ.audit.all", "to_queue": "audit.all", "at": at(9)},
         ],
     )
-    scratch = Scratch()
-    try:
-        result = run_batch(
-            events, no_pending(spark), JobState(), topology, Router(topology), scratch
-        )
+    with planned(events) as result:
         assert result.created == {}
         assert result.attempts == 1
         unknown = "unknown queue 'DLQ.audit.all'"
-        assert_rows(
-            result.rejected.select("source", "at", "reason"),
-            "source string, at timestamp, reason string",
+        assert_rejected(
+            result,
             [
                 ("deliveries", at(5), unknown),
                 ("deliveries", at(6), unknown),
@@ -244,53 +259,26 @@ def test_events_naming_a_queue_the_batch_never_creates_are_rejected_in_one_plan(
                 ("management", at(9), unknown),
             ],
         )
-        assert_rows(
-            result.queue_rows.select(*STATE.split(", ")),
-            STATE_DDL,
-            [state("audit.all", 6, "PENDING", 0, 0, 0)],
-        )
-    finally:
-        scratch.release()
+        assert_states(result, [state("audit.all", 6, "PENDING", 0, 0, 0)])
 
 
 def test_a_move_to_a_queue_the_batch_never_creates_plans_the_batch_again(spark):
     """A MOVE to DLQ.audit.all, taken for a queue that exists, would put the message
     there: the first plan changed a message, so the batch is planned again, assuming what
     the first found, and the MOVE is rejected."""
-    topology = topology_of(XML)
-    events = batch_events(
-        spark,
-        [message(6, "audit.all")],
-        [],
-        [
-            {
-                "op": "MOVE",
-                "queue": "audit.all",
-                "message_id": 6,
-                "to_queue": "DLQ.audit.all",
-                "at": at(5),
-            }
-        ],
-    )
-    scratch = Scratch()
-    try:
-        result = run_batch(
-            events, no_pending(spark), JobState(), topology, Router(topology), scratch
-        )
+    move = {
+        "op": "MOVE",
+        "queue": "audit.all",
+        "message_id": 6,
+        "to_queue": "DLQ.audit.all",
+        "at": at(5),
+    }
+    events = batch_events(spark, [message(6, "audit.all")], [], [move])
+    with planned(events) as result:
         assert result.created == {}
         assert result.attempts == 2
-        assert_rows(
-            result.rejected.select("source", "at", "reason"),
-            "source string, at timestamp, reason string",
-            [("management", at(5), "to_queue 'DLQ.audit.all' does not exist")],
-        )
-        assert_rows(
-            result.queue_rows.select(*STATE.split(", ")),
-            STATE_DDL,
-            [state("audit.all", 6, "PENDING", 0, 0, 0)],
-        )
-    finally:
-        scratch.release()
+        assert_rejected(result, [("management", at(5), "to_queue 'DLQ.audit.all' does not exist")])
+        assert_states(result, [state("audit.all", 6, "PENDING", 0, 0, 0)])
 
 
 def test_queue_rows(batch):
