@@ -246,8 +246,10 @@ def _plan_batch(
     auto-created queue the plan does not know yet for one that exists. A consumer or an
     operator naming ``DLQ.x`` usually does so after it was created, often by a dead
     letter of the same batch (a replayed log is one batch): assuming it absent would
-    plan every such batch twice. When the plan finds otherwise, it is planned again
-    with what it found.
+    plan every such batch twice. When the batch never creates such a queue, the events
+    naming it are rejected as unknown in this plan (they found nothing and changed
+    nothing); when it creates one later than an event assumed, or a MOVE went to one it
+    never creates, the batch is planned again with what it found.
     """
     spark: SparkSession = events.sparkSession
 
