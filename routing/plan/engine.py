@@ -366,6 +366,7 @@ def _plan_batch(
         known = created_moments(known, found)
     unmatched.append(waiting)
     created = created_moments(state.created, found)
+    input_rejected = inputs.rejected
     never = [q for q in expected if q not in created]
     if never:
         # The events naming a queue the plan took for one that exists but the batch never
@@ -379,9 +380,9 @@ def _plan_batch(
         asked[0] = lambda moments: classified.where(
             queues_seen_differently(exists, exists_under(moments)) & ~named_never
         )
-        inputs.rejected = split(reclassify(classified, named_never, final), bad).rejected
+        input_rejected = split(reclassify(classified, named_never, final), bad).rejected
         unmatched = [u.where(~F.col("queue").isin(*never)) for u in unmatched]
-    rejected = [inputs.rejected, *rejected, *map(_no_such_message, unmatched)]
+    rejected = [input_rejected, *rejected, *map(_no_such_message, unmatched)]
     # when the plan finds what it assumed it holds, unless the events expected more
     holds = (created == assumed and not expected) or _holds(asked, created)
 
