@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -42,12 +43,21 @@ from routing.broker.topology import Topology
 from routing.io.lake import Lake
 from routing.io.lake_events import (
     LakeSchemaError,
+    batch_rows,
     check_lake,
     parse_as_of,
     read_events,
     stream_options,
 )
-from routing.io.storage import DeltaStorage, Storage, count_key, outputs, tables_written
+from routing.io.session import INTERPRETED_CONF, interpreted
+from routing.io.storage import (
+    DeltaStorage,
+    Storage,
+    count_key,
+    outputs,
+    session_conf,
+    tables_written,
+)
 from routing.plan import journal
 from routing.plan.batch import BatchResult
 from routing.plan.engine import run_batch
@@ -145,25 +155,36 @@ class BatchRunner:
             print(f"batch {batch_id}: already written, skipped", file=self.progress.out, flush=True)
             return
         router = self._router()
+        read = slices.collect()
+        # a small batch's expressions are evaluated, not compiled (session.INTERPRETED_CONF)
+        small = interpreted(batch_rows(read))
         scratch = Scratch()
-        try:
-            result = run_batch(
-                read_events(self.spark, slices.collect()),
-                self.storage.pending(self.spark),
-                self.storage.state(),
-                self.topology,
-                router,
-                scratch,
-                as_of=self.as_of,
-                taken=self.storage.taken(self.spark, batch_id),
-            )
-            state = JobState(result.clock, positions_of(result.positions), result.created)
-            written = self.storage.write(
-                outputs(result, router.source_of, batch_id), state, app_id, batch_id
-            )
-        finally:
-            scratch.release()
+        with session_conf(self.spark, INTERPRETED_CONF) if small else nullcontext():
+            try:
+                result, written = self._route(read, router, scratch, app_id, batch_id)
+            finally:
+                scratch.release()
         self.progress.add(batch_id, figures(result, written), time.perf_counter() - started)
+
+    def _route(
+        self, read: list, router: Router, scratch: Scratch, app_id: str, batch_id: int
+    ) -> tuple[BatchResult, dict[str, int]]:
+        """Plan the batch of slices ``read`` and write it; its result and the rows written."""
+        result = run_batch(
+            read_events(self.spark, read),
+            self.storage.pending(self.spark),
+            self.storage.state(),
+            self.topology,
+            router,
+            scratch,
+            as_of=self.as_of,
+            taken=self.storage.taken(self.spark, batch_id),
+        )
+        state = JobState(result.clock, positions_of(result.positions), result.created)
+        written = self.storage.write(
+            outputs(result, router.source_of, batch_id), state, app_id, batch_id
+        )
+        return result, written
 
     def _router(self) -> Router:
         """The router for the addresses in play; rebuilt only when a new address table appears."""

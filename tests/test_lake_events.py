@@ -12,7 +12,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from routing.broker.layout import ROUTING_APP_PREFIX
 from routing.io.delta_tables import TableFiles, commit_app_ids, epoch_micros
 from routing.io.lake import Lake
-from routing.io.lake_events import UNBOUNDED, LakeEventsReader, read_events
+from routing.io.lake_events import UNBOUNDED, LakeEventsReader, batch_rows, read_events
+from routing.io.session import INTERPRETED_ROWS, interpreted
 from routing.io.storage import append as job_append
 from routing.plan import schemas
 from tests.lakeio import append, at
@@ -80,6 +81,29 @@ def test_every_input_table_in_one_stream(spark, tmp_path):
     move = next(r for r in rows if r.source == "management")
     assert (move.op, move.queue, move.to_queue, move.error) == ("MOVE", "q", "r", None)
     assert all(r.error is None and r.raw is None for r in rows)
+
+
+def test_a_batch_knows_its_size_from_its_slices(spark, tmp_path):
+    lake = Lake.at(tmp_path)
+    send(lake, "orders", (1, 0), (2, 10))
+    send(lake, "orders", (3, 20))
+    deliver(lake, ("q", 1, "ACK", 30))
+    sizes: list[int | None] = []
+    query = (
+        spark.readStream.format("lake_events")
+        .load(lake.root)
+        .writeStream.foreachBatch(lambda df, _: sizes.append(batch_rows(df.collect())))
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    assert sizes == [4]
+    assert (interpreted(4), interpreted(INTERPRETED_ROWS + 1), interpreted(None)) == (
+        True,
+        False,
+        False,
+    )
 
 
 def test_a_rate_limit_cuts_in_event_time_and_loses_nothing(spark, tmp_path):

@@ -105,19 +105,28 @@ SLICE = pa.schema(
         ("after", pa.int64()),
         ("upto", pa.int64()),
         ("schema", pa.string()),
+        ("rows", pa.int64()),
     ]
 )
 """One data file a batch reads: the rows of ``file`` (of table ``source`` at
 ``location``, added by ``version``) whose event time is in ``(after, upto]``; ``after``
 null: any time up to ``upto``, nulls included (a file is read so exactly once, when it is
 new). ``schema`` is the table's Spark schema (JSON), so that every file of a table reads
-alike."""
+alike. ``rows``: the file's rows, as its statistics say (null: they do not), so a batch
+knows its size before it reads anything (:func:`batch_rows`)."""
 
 
 def slice_row(
     source: str, table: str, f: DataFile, after: int | None, upto: int, schema: str
 ) -> tuple:
-    return (source, f.location(table), f.path, f.version, after, upto, schema)
+    return (source, f.location(table), f.path, f.version, after, upto, schema, f.num_records)
+
+
+def batch_rows(slices: Sequence[Row]) -> int | None:
+    """At most how many input rows a batch's slices hold (None: a file's statistics do
+    not say): a file read again from a cut counts whole."""
+    counts = [s.rows for s in slices]
+    return None if None in counts else sum(counts)
 
 
 def _time(source: str) -> str:

@@ -107,6 +107,26 @@ COMMON_CONF: dict[str, str] = {
 }
 
 
+INTERPRETED_CONF: dict[str, str] = {
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
+"""Expressions evaluated, not compiled: what a small micro-batch runs under
+(:data:`INTERPRETED_ROWS`). Even with every class in the codegen cache, each task
+generates the Java source of its projections again to look the class up (wide rows:
+string building and comment-stripping regexes), which was two thirds of the executors'
+samples in a warm 120-row batch; evaluating a few hundred rows costs far less
+(docs/DESIGN.md, "Where a small batch's time goes")."""
+
+INTERPRETED_ROWS = 10_000
+"""Input rows of a micro-batch up to which it runs under :data:`INTERPRETED_CONF`."""
+
+
+def interpreted(rows: int | None) -> bool:
+    """A batch of ``rows`` input rows (None: unknown) is small enough to run interpreted."""
+    return rows is not None and rows <= INTERPRETED_ROWS
+
+
 class MissingDeltaError(RuntimeError):
     """Delta's JVM connector is not there: the jars were never fetched, or a cluster lacks them."""
 
