@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TextIO
 
 from deltalake.exceptions import DeltaError
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 
 from jobs._logging import configure
 from routing.broker.config import ConfigError, load_config
@@ -167,7 +167,7 @@ class BatchRunner:
         self.progress.add(batch_id, figures(result, written), time.perf_counter() - started)
 
     def _route(
-        self, read: list, router: Router, scratch: Scratch, app_id: str, batch_id: int
+        self, read: Sequence[Row], router: Router, scratch: Scratch, app_id: str, batch_id: int
     ) -> tuple[BatchResult, dict[str, int]]:
         """Plan the batch of slices ``read`` and write it; its result and the rows written."""
         result = run_batch(
