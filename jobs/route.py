@@ -21,7 +21,6 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -157,9 +156,9 @@ class BatchRunner:
         router = self._router()
         read = slices.collect()
         # a small batch's expressions are evaluated, not compiled (session.INTERPRETED_CONF)
-        small = interpreted(batch_rows(read))
+        settings = INTERPRETED_CONF if interpreted(batch_rows(read)) else {}
         scratch = Scratch()
-        with session_conf(self.spark, INTERPRETED_CONF) if small else nullcontext():
+        with session_conf(self.spark, settings):
             try:
                 result, written = self._route(read, router, scratch, app_id, batch_id)
             finally:

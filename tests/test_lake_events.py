@@ -36,17 +36,21 @@ def deliver(lake: Lake, *events: tuple[str, int, str, int]) -> None:
     )
 
 
-def run(spark, lake: Lake, checkpoint: str, **options) -> list[list]:
-    """Run the stream available-now; return the input rows of each micro-batch."""
-    batches: list[list] = []
+def run(spark, lake: Lake, checkpoint: str, each=None, **options) -> list:
+    """Run the stream available-now; return ``each`` of each micro-batch's slices (by
+    default, its input rows)."""
+    if each is None:
+
+        def each(slices):
+            return read_events(spark, slices).collect()
+
+    batches: list = []
     reader = spark.readStream.format("lake_events")
     for key, value in options.items():
         reader = reader.option(key, str(value))
     query = (
         reader.load(lake.root)
-        .writeStream.foreachBatch(
-            lambda df, _: batches.append(read_events(spark, df.collect()).collect())
-        )
+        .writeStream.foreachBatch(lambda df, _: batches.append(each(df.collect())))
         .option("checkpointLocation", checkpoint)
         .trigger(availableNow=True)
         .start()
@@ -88,17 +92,7 @@ def test_a_batch_knows_its_size_from_its_slices(spark, tmp_path):
     send(lake, "orders", (1, 0), (2, 10))
     send(lake, "orders", (3, 20))
     deliver(lake, ("q", 1, "ACK", 30))
-    sizes: list[int | None] = []
-    query = (
-        spark.readStream.format("lake_events")
-        .load(lake.root)
-        .writeStream.foreachBatch(lambda df, _: sizes.append(batch_rows(df.collect())))
-        .option("checkpointLocation", str(tmp_path / "ck"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
-    assert sizes == [4]
+    assert run(spark, lake, str(tmp_path / "ck"), batch_rows) == [4]
     assert (interpreted(4), interpreted(INTERPRETED_ROWS + 1), interpreted(None)) == (
         True,
         False,
