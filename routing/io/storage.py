@@ -31,7 +31,6 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import reduce
 from typing import Protocol
 
 import pyarrow as pa
@@ -51,7 +50,7 @@ from routing.io.delta_tables import (
 )
 from routing.io.lake import Lake
 from routing.plan import schemas
-from routing.plan._columns import local_frame
+from routing.plan._columns import local_frame, union_by_name
 from routing.plan.batch import BatchResult, batch_value, batch_values
 from routing.plan.deliveries import KEY
 from routing.plan.scratch import Scratch
@@ -167,7 +166,7 @@ def count_rows(frames: Sequence[DataFrame]) -> list[dict[str, int]]:
         return rows.groupBy(F.lit(index).alias("_frame"), TABLE, journal.alias("e")).count()
 
     counts: list[dict[str, int]] = [{} for _ in frames]
-    found = reduce(DataFrame.unionByName, [by_table(i, f) for i, f in enumerate(frames)])
+    found = union_by_name([by_table(i, f) for i, f in enumerate(frames)])
     for index, table, event, n in found.collect():
         counts[index][table] = counts[index].get(table, 0) + n
         if event is not None:
@@ -253,12 +252,11 @@ def append_tables(
             def write(table: str) -> None:
                 holding = [k for k, n in zip(kept, found, strict=True) if n.get(table)]
                 append(
-                    reduce(
-                        DataFrame.unionByName,
+                    union_by_name(
                         [
                             k.where(F.col(TABLE) == table).select(*schema_of(table).names)
                             for k in holding
-                        ],
+                        ]
                     ),
                     lake.table(table),
                     app_id=app_id,

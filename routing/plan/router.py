@@ -72,6 +72,7 @@ _EXCLUSIVE = "_exclusive"  # the row fires an exclusive divert
 _FIRED = "_fired"  # the diverts it fires
 _QUEUES = "_queues"  # the queues it enters
 _DLA = "_dla"  # its no-route dead-letter address
+_MADE_EXPIRATION = "_made_expiration"  # a copy's expiration as made, before its address's settings
 
 
 def entering(source: Column, rank: Column | None = None) -> list[Column]:
@@ -436,12 +437,16 @@ class Router:
         if self.passes is not None:
             for number in range(self.passes):
                 last = number == self.passes - 1
-                current = self._pass(current, result, scratch, at, since, last=last)
+                current = self._pass(
+                    current, result, scratch, at, since, copies=number > 0, last=last
+                )
                 at = self._next_addresses(at)
             return result
+        number = 0
         while True:
             for _ in range(CHUNK):
-                current = self._pass(current, result, scratch, at, since)
+                current = self._pass(current, result, scratch, at, since, copies=number > 0)
+                number += 1
                 at = self._next_addresses(at)
             if current.isEmpty():
                 return result
@@ -454,26 +459,38 @@ class Router:
         at: frozenset[str] | None = None,
         since: Mapping[str, Column] | None = None,
         *,
+        copies: bool = False,
         last: bool = False,
     ) -> DataFrame:
-        """Route one generation of rows; return the copies they made (the next generation).
+        """Route one generation of rows; return the copies they made (the next generation),
+        not yet computed.
 
         ``at``: the addresses the rows can be at (None: any), so a pass of copies at
         addresses without turn groups skips the turns. ``since``: the columns saying when
-        each auto-created queue was created (:meth:`_creation_times`). ``last``: the copy
-        graph allows no further copy, so the (empty) result is not kept.
+        each auto-created queue was created (:meth:`_creation_times`). ``copies``: the rows
+        are the previous pass's copies, which this pass computes once and adds to
+        :attr:`Routed.copies`. ``last``: the copy graph allows no further copy, so the
+        (empty) copies this pass makes are added as they are.
+
+        A pass's copies are computed by the next pass's first checkpoint, not by one of
+        their own: a pass without turns keeps one frame, the rows with their decisions.
         """
-        rows = rows.withColumn("expiration", self._expiration)
-        if since:
-            rows = rows.withColumns(dict(since))
-        rows = rows.withColumn(_EXCLUSIVE, self._exclusive)
+        entered = {_MADE_EXPIRATION: F.col("expiration")} if copies else {}
+        # one projection: each column computed from the rows as they came
+        entered |= {"expiration": self._expiration, **(since or {})}
+        rows = rows.withColumns(entered).withColumn(_EXCLUSIVE, self._exclusive)
+        kept = None  # the rows computed before the turns, which read them too
         if any(at is None or g.address in at for g in self.groups):
+            if copies:  # computed once, not by the turns and again by the decisions
+                rows = kept = scratch.keep(rows)
             rows = self._with_turns(rows, result, scratch)
         else:
             rows = rows.withColumns({c: F.lit(None).cast("int") for c in self._turn_columns})
         decided = scratch.keep(
             rows.withColumn(_FIRED, self._fired).withColumn(_QUEUES, self._queues)
         )
+        if copies:
+            result.copies.append((decided if kept is None else kept).select(*self._made))
         if since:
             result.decided.append(decided)
 
@@ -521,12 +538,20 @@ class Router:
             ]
         )
         made = made.withColumn(SOURCE, self.source_of(F.col("address")))
-        if not last:
-            made = scratch.keep(made)
-        result.copies.append(made.select(*schemas.MESSAGE.names))
+        if last:
+            result.copies.append(made.select(*schemas.MESSAGE.names))
         return made
 
     # ---- outputs: built once, selected by every pass of every batch ----------------------
+
+    @cached_property
+    def _made(self) -> list[Column]:
+        """A copy of the previous pass as it was made (``_made_expiration``), from this pass's
+        rows (:meth:`_pass`): what its address table gets."""
+        return [
+            F.col(_MADE_EXPIRATION).alias(c) if c == "expiration" else F.col(c)
+            for c in schemas.MESSAGE.names
+        ]
 
     @cached_property
     def _entry(self) -> list[Column]:

@@ -14,7 +14,6 @@ non-exclusive diverts of an address sharing a routing-name
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from functools import reduce
 
 import numpy as np
 import pyarrow as pa
@@ -22,7 +21,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-from routing.plan._columns import literal_map, local_frame
+from routing.plan._columns import literal_map, local_frame, union_by_name
 
 TURNS = StructType(
     [
@@ -122,7 +121,7 @@ def take_turns(
     if groups is None or len(rotations) < len(groups):
         scanned = requests.where(~F.col("group").isin(*rotations)) if rotations else requests
         parts.append(scanned.groupBy("group").applyInArrow(_group_turns, TURNS))
-    turns = keep(reduce(DataFrame.unionByName, parts))
+    turns = keep(union_by_name(parts))
     ends = turns.where(F.col("position").isNotNull()).select("group", "position")
     after = positions.join(ends, "group", "left_anti").unionByName(ends)
     return turns.where(F.col("message_id").isNotNull()), after

@@ -39,7 +39,6 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from functools import reduce
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -52,7 +51,7 @@ from routing.io.lake import Lake
 from routing.io.storage import TABLE, append_tables, read_table
 from routing.plan import journal as events
 from routing.plan import schemas
-from routing.plan._columns import local_frame
+from routing.plan._columns import local_frame, union_by_name
 from routing.plan.breadcrumbs import ORIG_ADDRESS, ORIG_MESSAGE_ID, ORIG_QUEUE
 from routing.plan.deliveries import ROLLBACK
 
@@ -153,7 +152,7 @@ def load_lake(spark: SparkSession, root: str | os.PathLike[str] | Lake) -> LakeF
         read_table(spark, lake.table(source), schemas.MESSAGE) for source in lake.address_sources()
     ]
     messages = (
-        reduce(DataFrame.unionByName, tables)
+        union_by_name(tables)
         if tables
         else local_frame(spark, [], schemas.spark_schema(schemas.MESSAGE))
     )
@@ -831,7 +830,7 @@ def _input_rows(spark: SparkSession, lake: Lake) -> DataFrame:
     ]
     for table, schema in ((DELIVERIES, schemas.DELIVERY), (MANAGEMENT, schemas.MANAGEMENT)):
         frames.append(read_table(spark, lake.table(table), schema).withColumn(TABLE, F.lit(table)))
-    return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
+    return union_by_name(frames, allow_missing=True)
 
 
 def copy_inputs(

@@ -1,0 +1,58 @@
+"""The shared DataFrame helpers of ``routing.plan._columns``."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.errors import AnalysisException
+
+from routing.plan._columns import union_all, union_by_name
+from tests.frames import assert_rows_equal
+
+
+def frames(spark, n: int, *, swapped: bool = True) -> list:
+    """``n`` one-row frames of ``(id, name)``, every other one with its columns swapped."""
+    out = []
+    for i in range(n):
+        frame = spark.createDataFrame([(i, f"r{i}")], "id long, name string")
+        out.append(frame.select("name", "id") if swapped and i % 2 else frame)
+    return out
+
+
+def union_depth(frame) -> int:
+    """How deep unions nest in ``frame``'s plan as built (before Spark flattens them)."""
+    tree = frame._jdf.queryExecution().logical().treeString()
+    depths = [len(line) - len(line.lstrip(" :+-")) for line in tree.splitlines() if "Union" in line]
+    levels = sorted(set(depths))
+    return len(levels)
+
+
+def test_union_by_name_matches_columns_by_name(spark):
+    expected = spark.createDataFrame([(i, f"r{i}") for i in range(5)], "id long, name string")
+    assert_rows_equal(union_by_name(frames(spark, 5)), expected, order_by=["id"])
+
+
+def test_union_by_name_nests_as_a_balanced_tree(spark):
+    """Eight frames are joined pairwise in three levels. A left-deep chain is one union that
+    Spark grows frame by frame and analyses again at each step (one level here)."""
+    assert union_depth(union_by_name(frames(spark, 8))) == 3
+    assert union_depth(union_by_name(frames(spark, 1))) == 0
+
+
+def test_union_by_name_fills_missing_columns_when_allowed(spark):
+    some = spark.createDataFrame([(1, "a")], "id long, name string")
+    fewer = spark.createDataFrame([(2,)], "id long")
+    expected = spark.createDataFrame([(1, "a"), (2, None)], "id long, name string")
+    assert_rows_equal(union_by_name([some, fewer], allow_missing=True), expected, order_by=["id"])
+    with pytest.raises(AnalysisException, match=r"(?i)column"):
+        union_by_name([some, fewer]).collect()
+
+
+def test_union_by_name_needs_a_frame():
+    with pytest.raises(ValueError, match="at least one frame"):
+        union_by_name([])
+
+
+def test_union_all_skips_missing_frames(spark):
+    one, two = frames(spark, 2, swapped=False)
+    assert union_all([None, None]) is None
+    assert_rows_equal(union_all([one, None, two]), one.unionByName(two), order_by=["id"])
