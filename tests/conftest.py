@@ -25,8 +25,8 @@ LONGEST_FIRST = (
     "test_audit.py",
     "test_routing_rules.py",
 )
-"""The test files that take longest (each one to nine minutes of a full run's time), run
-first. ``make test``'s two workers take a file at a time (``--dist loadfile``, in this
+"""The test files that take longest (from about one minute to ten of a full run's time),
+run first. ``make test``'s two workers take a file at a time (``--dist loadfile``, in this
 order: ``--no-loadscope-reorder``); with the long files last, one worker ran them
 while the other one idled."""
 
