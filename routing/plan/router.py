@@ -486,9 +486,7 @@ class Router:
             rows = self._with_turns(rows, result, scratch)
         else:
             rows = rows.withColumns({c: F.lit(None).cast("int") for c in self._turn_columns})
-        decided = scratch.keep(
-            rows.withColumn(_FIRED, self._fired).withColumn(_QUEUES, self._queues)
-        )
+        decided = scratch.keep(rows.withColumns({_FIRED: self._fired, _QUEUES: self._queues}))
         if copies:
             result.copies.append((decided if kept is None else kept).select(*self._made))
         if since:
@@ -510,8 +508,7 @@ class Router:
             .select("*", F.explode(_FIRED).alias("_divert"))
             .select("*", F.explode("_divert.forwarding").alias("_target"))
             .transform(self._divert_copies)
-            .withColumn(HOPS, F.col(HOPS) + 1)
-            .withColumn(DLA_HINT, F.lit(False))
+            .withColumns({HOPS: F.col(HOPS) + 1, DLA_HINT: F.lit(False)})
         )
 
         no_route = decided.where(
@@ -521,10 +518,8 @@ class Router:
             & (F.size(_QUEUES) == 0)
         ).withColumn(_DLA, self._no_route_dla)
         to_dla = no_route.where(F.col(_DLA).isNotNull() & ~F.col(DLA_HINT))
-        dla_copies = (
-            to_dla.transform(self._dead_letter_copies)
-            .withColumn(HOPS, F.col(HOPS) + 1)
-            .withColumn(DLA_HINT, F.lit(True))
+        dla_copies = to_dla.transform(self._dead_letter_copies).withColumns(
+            {HOPS: F.col(HOPS) + 1, DLA_HINT: F.lit(True)}
         )
         result.journal.append(to_dla.select(*self._journal[journal.DEAD_LETTERED]))
         dropped = no_route.where(F.col(_DLA).isNull() | F.col(DLA_HINT))
