@@ -81,10 +81,20 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+CHILD_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+"""Every JVM a test starts (jobs, the cluster's daemons and executors) JIT-compiles with C1
+only. Such a JVM lives seconds to minutes on a few hundred rows, and C2 never pays back its
+compiling: in a cold ten-message run it kept one of the two cores busy (17 of 43 CPU-s).
+The faults' two local tests took 161 s instead of 248 s, the cluster's five 193 s instead
+of 240 s. Not for the notebooks' kernels, which run longer (141 s against 122 s), nor for
+the job itself: its warm batches run twice as long on C1's code (docs/DESIGN.md)."""
+
+
 def child_env(**extra: str) -> dict[str, str]:
     """The environment of a Spark process started by a test: loopback only, this
-    interpreter for Python workers, and none of the test session's gateway variables
-    (a child that saw them would attach to the tests' JVM instead of starting its own)."""
+    interpreter for Python workers, C1 only (:data:`CHILD_JAVA_OPTIONS`), and none of the
+    test session's gateway variables (a child that saw them would attach to the tests'
+    JVM instead of starting its own)."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -96,6 +106,7 @@ def child_env(**extra: str) -> dict[str, str]:
         PYSPARK_PYTHON=sys.executable,
         PYSPARK_DRIVER_PYTHON=sys.executable,
         PYTHONUNBUFFERED="1",
+        JAVA_TOOL_OPTIONS=CHILD_JAVA_OPTIONS,
     )
     env.update(extra)
     return env
