@@ -60,3 +60,42 @@ def test_tables_are_written_with_int64_timestamps_and_no_dictionaries(spark, tmp
     ]
     assert files and {c.path_in_schema: c.physical_type for c in chunks}["sent_at"] == "INT64"
     assert not [c.path_in_schema for c in chunks if any("DICTIONARY" in e for e in c.encodings)]
+
+
+def test_pyspark_builds_columns_without_looking_classes_up_in_the_jvm(spark, monkeypatch):
+    """The classes PySpark reaches by name are bound once (session.bind_static_members):
+    building a Column sends the calls only, no reflection lookups (``r``)."""
+    from chispa import assert_df_equality
+
+    client = spark.sparkContext._jvm._gateway_client
+    sent: list[str] = []
+    send = type(client).send_command
+
+    def counted(self, command, *args, **kwargs):
+        sent.append(command.split("\n", 1)[0])
+        return send(self, command, *args, **kwargs)
+
+    def build():
+        return F.struct(F.col("a"), (F.col("a") + F.lit(1)).alias("b")).alias("s")
+
+    build()  # each function is looked up on its first use
+    monkeypatch.setattr(type(client), "send_command", counted)
+    built = build()
+    monkeypatch.undo()
+    assert sent and "r" not in sent, sent
+    rows = spark.range(2).toDF("a").select(built)
+    expected = spark.createDataFrame([((0, 1),), ((1, 2),)], "s struct<a: bigint, b: bigint>")
+    assert_df_equality(rows, expected, ignore_nullable=True)
+
+
+def test_static_members_are_cached_but_fields_read_each_time(spark):
+    from routing.io.session import PY4J_CLASSES, StaticMembers
+
+    jvm = spark.sparkContext._jvm
+    assert all(isinstance(jvm.__dict__[name], StaticMembers) for name in PY4J_CLASSES)
+    math = StaticMembers(getattr(jvm, "java.lang.Math"))
+    assert math.max(1, 2) == 2
+    assert "max" in vars(math)  # a method: looked up once
+    integer = StaticMembers(getattr(jvm, "java.lang.Integer"))
+    assert integer.MAX_VALUE == 2**31 - 1
+    assert "MAX_VALUE" not in vars(integer)  # a field's value: read from the JVM each time

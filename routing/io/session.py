@@ -9,7 +9,9 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
+from py4j.java_gateway import JavaClass, JavaMember, JVMView
 from pyspark.sql import SparkSession
 
 _LOG4J = Path(__file__).with_name("log4j2.properties")
@@ -127,6 +129,46 @@ def interpreted(rows: int | None) -> bool:
     return rows is not None and rows <= INTERPRETED_ROWS
 
 
+PY4J_CLASSES: dict[str, str] = {
+    "functions": "org.apache.spark.sql.functions",
+    "org.apache.spark.sql.functions": "org.apache.spark.sql.functions",
+    "PythonUtils": "org.apache.spark.api.python.PythonUtils",
+    "PythonSQLUtils": "org.apache.spark.sql.api.python.PythonSQLUtils",
+}
+"""The Java classes PySpark reaches through the gateway's JVM view for nearly every Column
+and DataFrame operation, by the names it uses (:func:`bind_static_members`)."""
+
+
+class StaticMembers:
+    """A Java class's static methods (and nested classes) as py4j reaches them, each looked
+    up in the JVM once rather than on every read.
+
+    py4j resolves a name in the JVM each time Python reads it: ``jvm.functions.col(...)``
+    is a round trip for ``functions``, one for ``col``, then the call. A short name is
+    worse: the JVM first tries it as a class of the default package, then under each
+    package PySpark imported, and each miss searches every jar and throws. A warm
+    ten-message batch read these names about 7,000 times (docs/DESIGN.md).
+    """
+
+    def __init__(self, java_class: JavaClass) -> None:
+        self._java_class = java_class
+
+    def __getattr__(self, name: str) -> Any:
+        member = getattr(self._java_class, name)
+        if isinstance(member, JavaMember | JavaClass):  # not a field: its value may change
+            setattr(self, name, member)
+        return member
+
+
+def bind_static_members(jvm: JVMView) -> None:
+    """Bind :data:`PY4J_CLASSES` on ``jvm`` (a session's ``sparkContext._jvm``) to their
+    :class:`StaticMembers`: an attribute of the view is read in Python, without asking the
+    JVM. Each class is looked up once, by its full name."""
+    for name, fqn in PY4J_CLASSES.items():
+        if not isinstance(jvm.__dict__.get(name), StaticMembers):
+            setattr(jvm, name, StaticMembers(getattr(jvm, fqn)))
+
+
 class MissingDeltaError(RuntimeError):
     """Delta's JVM connector is not there: the jars were never fetched, or a cluster lacks them."""
 
@@ -205,6 +247,8 @@ def build_session(
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    if spark.sparkContext._jvm is not None:
+        bind_static_members(spark.sparkContext._jvm)
     spark.sparkContext.setLogLevel(os.environ.get("ROUTING_LOG_LEVEL", "WARN"))
     if not has_jvm_delta(spark):
         raise MissingDeltaError(
