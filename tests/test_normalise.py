@@ -157,6 +157,32 @@ def test_a_timestamp_without_a_zone_is_rejected_with_the_row_as_written(spark, t
     assert second.error == "expiration: timestamp without a time zone"
 
 
+def test_a_table_read_again_reuses_its_columns(spark, tmp_path):
+    """A job reads the same tables batch after batch: the second read of a table with the
+    same schema builds no Column again: a tenth of the py4j calls (the two projections)."""
+    from tests.frames import assert_rows_equal
+    from tests.gateway import sent_commands
+
+    table = pa.table(
+        {
+            "message_id": pa.array([1, 2], pa.int32()),
+            "address": ["orders", "payments"],
+            "sent_at": pa.array([T0, T0], pa.timestamp("us", tz="UTC")),
+        }
+    )
+    rows, _ = read(spark, tmp_path, table)
+    with sent_commands(spark) as first_time:
+        first = normalise(rows, "addresses/orders")
+    with sent_commands(spark) as again:
+        second = normalise(rows, "addresses/orders")
+    assert len(again) * 5 < len(first_time), (len(again), len(first_time))
+    assert_rows_equal(second, first, ["row"])
+    assert [r.error for r in by_row(second)] == [
+        None,
+        "address 'payments' does not belong in table addresses/orders",
+    ]
+
+
 def test_times_as_text_are_read_with_their_zone(spark, tmp_path):
     texts = [
         "2026-01-01T00:00:00Z",

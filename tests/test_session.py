@@ -62,26 +62,19 @@ def test_tables_are_written_with_int64_timestamps_and_no_dictionaries(spark, tmp
     assert not [c.path_in_schema for c in chunks if any("DICTIONARY" in e for e in c.encodings)]
 
 
-def test_pyspark_builds_columns_without_looking_classes_up_in_the_jvm(spark, monkeypatch):
+def test_pyspark_builds_columns_without_looking_classes_up_in_the_jvm(spark):
     """The classes PySpark reaches by name are bound once (session.bind_static_members):
     building a Column sends the calls only, no reflection lookups (``r``)."""
     from chispa import assert_df_equality
 
-    client = spark.sparkContext._jvm._gateway_client
-    sent: list[str] = []
-    send = type(client).send_command
-
-    def counted(self, command, *args, **kwargs):
-        sent.append(command.split("\n", 1)[0])
-        return send(self, command, *args, **kwargs)
+    from tests.gateway import sent_commands
 
     def build():
         return F.struct(F.col("a"), (F.col("a") + F.lit(1)).alias("b")).alias("s")
 
     build()  # each function is looked up on its first use
-    monkeypatch.setattr(type(client), "send_command", counted)
-    built = build()
-    monkeypatch.undo()
+    with sent_commands(spark) as sent:
+        built = build()
     assert sent and "r" not in sent, sent
     rows = spark.range(2).toDF("a").select(built)
     expected = spark.createDataFrame([((0, 1),), ((1, 2),)], "s struct<a: bigint, b: bigint>")

@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import unicodedata
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
@@ -154,14 +154,30 @@ def normalise(rows: DataFrame, source: str) -> DataFrame:
             f"source {source!r}: expected an input table, "
             f"{layout.DELIVERIES}, {layout.MANAGEMENT} or {layout.ADDRESSES}/<dir(address)>"
         )
-    kind = kind_of(source)
-    present = {f.name: f.dataType for f in rows.schema.fields}
-    missing = [c for c in POSITION.values() if c not in present]
+    missing = [c for c in POSITION.values() if c not in rows.columns]
     if missing:
         raise ValueError(
             f"rows lack the reader's column(s) {', '.join(missing)}; expected "
             f"{', '.join(POSITION.values())} beside the table's own columns"
         )
+    first, then = _projections(source, rows.schema)
+    events = rows.select(*first)
+    return events if then is None else events.select(*then)
+
+
+@lru_cache(maxsize=256)
+def _projections(
+    source: str, schema: StructType
+) -> tuple[tuple[Column, ...], tuple[Column, ...] | None]:
+    """The projections :func:`normalise` makes of rows of ``source`` read with ``schema``:
+    the EVENT columns, and a second step when a row can fail (None otherwise).
+
+    Built once per table and schema: a job reads the same tables batch after batch, and
+    building a table's Columns is hundreds of py4j calls (about 1,900 of a ten-message
+    batch's). A Column is an expression of the gateway's one JVM, not of a session.
+    """
+    kind = kind_of(source)
+    present = {f.name: f.dataType for f in schema.fields}
     values: dict[str, Column] = {}
     reasons: list[Column] = []
     for target in from_arrow_schema(kind.schema).fields:
@@ -192,12 +208,16 @@ def normalise(rows: DataFrame, source: str) -> DataFrame:
             column = F.lit(None)
         columns.append(column.cast(field.dataType).alias(field.name))
     if not reasons:
-        return rows.select(*columns)
+        return tuple(columns), None
     # raw in a second step: the first keeps the producer's columns and computes error once
     originals = [F.col(name).alias(_RAW_PREFIX + name) for name in kept]
     raw = _object([(name, F.col(_RAW_PREFIX + name), present[name]) for name in kept])
-    return rows.select(*columns[:-1], *originals).select(
-        *EVENT_SCHEMA.names[:-1], F.when(F.col("error").isNotNull(), raw).alias("raw")
+    return (
+        (*columns[:-1], *originals),
+        (
+            *map(F.col, EVENT_SCHEMA.names[:-1]),
+            F.when(F.col("error").isNotNull(), raw).alias("raw"),
+        ),
     )
 
 
