@@ -175,7 +175,7 @@ def test_a_table_read_again_reuses_its_columns(spark, tmp_path):
         first = normalise(rows, "addresses/orders")
     with sent_commands(spark) as again:
         second = normalise(rows, "addresses/orders")
-    assert len(again) * 5 < len(first_time), (len(again), len(first_time))
+    assert len(again) * 5 < len(first_time), (again, first_time)
     assert_rows_equal(second, first, ["row"])
     assert [r.error for r in by_row(second)] == [
         None,
