@@ -159,7 +159,7 @@ def test_a_timestamp_without_a_zone_is_rejected_with_the_row_as_written(spark, t
 
 def test_a_table_read_again_reuses_its_columns(spark, tmp_path):
     """A job reads the same tables batch after batch: the second read of a table with the
-    same schema builds no Column again: a tenth of the py4j calls (the two projections)."""
+    same schema builds no Column again: under a fifth of the py4j calls (the projections)."""
     from tests.frames import assert_rows_equal
     from tests.gateway import sent_commands
 
