@@ -48,7 +48,7 @@ from routing.io.lake_events import (
     read_events,
     stream_options,
 )
-from routing.io.session import INTERPRETED_CONF, interpreted
+from routing.io.session import SMALL_BATCH_CONF, small_batch
 from routing.io.storage import (
     DeltaStorage,
     Storage,
@@ -155,8 +155,8 @@ class BatchRunner:
             return
         router = self._router()
         read = slices.collect()
-        # a small batch's expressions are evaluated, not compiled (session.INTERPRETED_CONF)
-        settings = INTERPRETED_CONF if interpreted(batch_rows(read)) else {}
+        # a small batch runs interpreted, in one partition (session.SMALL_BATCH_CONF)
+        settings = SMALL_BATCH_CONF if small_batch(batch_rows(read)) else {}
         scratch = Scratch()
         with session_conf(self.spark, settings):
             try:

@@ -15,12 +15,14 @@ micro-batch and once with ``--max-events-per-trigger 1``, and compares every tab
 from __future__ import annotations
 
 import io
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from deltalake import DeltaTable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -28,6 +30,7 @@ from jobs import route
 from routing.broker.ids import copy_id_py
 from routing.broker.layout import address_of_source
 from routing.broker.state import JobState
+from routing.io import session
 from routing.io.lake import Lake
 from routing.plan import schemas
 from routing.plan.engine import run_batch
@@ -618,6 +621,28 @@ def assert_same_tables(spark, single: Lake, whole: Lake, addresses: set[str]) ->
             table_frame(spark, whole.table(source)),
             order_by=["message_id"],
         )
+
+
+def test_a_small_batch_in_one_partition_gives_the_tables_of_a_partitioned_one(
+    spark, tmp_path, monkeypatch
+):
+    """A small batch runs in one shuffle partition (``session.SMALL_BATCH_CONF``): the same
+    rows as the batch planned in the session's partitions, and one file a table (and a
+    ``queue_messages`` status) where the partitioned batch writes several."""
+    small, _ = run_job(tmp_path / "small", spark)
+    monkeypatch.setattr(session, "SMALL_BATCH_ROWS", -1)  # every batch is a large one
+    partitioned, _ = run_job(tmp_path / "partitioned", spark)
+    assert_same_tables(spark, small, partitioned, {"orders", "taps", "DLA", "EXP"})
+
+    def most_files(lake: Lake) -> int:
+        """The most data files in one directory of a table only the job writes."""
+        written = [lake.journal, lake.queue_messages, *map(lake.address_table, ("taps", "EXP"))]
+        return max(
+            max(Counter(uri.rsplit("/", 1)[0] for uri in DeltaTable(t).file_uris()).values())
+            for t in written
+        )
+
+    assert (most_files(small), most_files(partitioned) > 1) == (1, True)
 
 
 TAP_XML = """

@@ -13,7 +13,7 @@ from routing.broker.layout import ROUTING_APP_PREFIX
 from routing.io.delta_tables import TableFiles, commit_app_ids, epoch_micros
 from routing.io.lake import Lake
 from routing.io.lake_events import UNBOUNDED, LakeEventsReader, batch_rows, read_events
-from routing.io.session import INTERPRETED_ROWS, interpreted
+from routing.io.session import SMALL_BATCH_ROWS, small_batch
 from routing.io.storage import append as job_append
 from routing.plan import schemas
 from tests.lakeio import append, at
@@ -93,7 +93,7 @@ def test_a_batch_knows_its_size_from_its_slices(spark, tmp_path):
     send(lake, "orders", (3, 20))
     deliver(lake, ("q", 1, "ACK", 30))
     assert run(spark, lake, str(tmp_path / "ck"), batch_rows) == [4]
-    assert (interpreted(4), interpreted(INTERPRETED_ROWS + 1), interpreted(None)) == (
+    assert (small_batch(4), small_batch(SMALL_BATCH_ROWS + 1), small_batch(None)) == (
         True,
         False,
         False,

@@ -8,10 +8,12 @@ import itertools
 from typing import Any
 
 import pyarrow as pa
+import pytest
 from chispa import assert_df_equality
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from routing.io.storage import session_conf
 from routing.plan.sequences import FIGURES, in_order, scan
 
 KEY = ("queue", "message_id")
@@ -159,7 +161,15 @@ def test_the_vectorized_pass_equals_the_loop_wherever_batches_are_cut(case):
     assert run_scan(events, cuts) == expected(events)
 
 
-def test_in_order_sorts_and_groups_the_rows_in_spark(spark):
+@pytest.mark.parametrize("partitions", ["2", "1"])
+def test_in_order_sorts_and_groups_the_rows_in_spark(spark, partitions):
+    """In the session's partitions, and in the one partition of a small batch
+    (``session.SMALL_BATCH_CONF``), where no shuffle brings a message's events together."""
+    with session_conf(spark, {"spark.sql.shuffle.partitions": partitions}):
+        check_in_order(spark, shuffled=partitions != "1")
+
+
+def check_in_order(spark, *, shuffled: bool) -> None:
     events = [
         event("q", 2, 3, "ack"),
         event("q", 1, 2, "ack"),
@@ -168,6 +178,8 @@ def test_in_order_sorts_and_groups_the_rows_in_spark(spark):
     ]
     rows = spark.createDataFrame(pa.Table.from_pylist(events, schema=INPUT).to_pandas())
     actual = in_order(rows, KEY, ["at"]).select(*KEY, "at", *[f.name for f in FIGURES.fields])
+    plan = actual._jdf.queryExecution().executedPlan().toString()
+    assert ("Exchange" in plan) == shuffled, plan
     ordered = sorted(events, key=lambda e: (e["queue"], e["message_id"], e["at"]))
     figures = expected(ordered)
     rows_expected = [

@@ -109,24 +109,35 @@ COMMON_CONF: dict[str, str] = {
 }
 
 
-INTERPRETED_CONF: dict[str, str] = {
+SMALL_BATCH_CONF: dict[str, str] = {
+    # expressions evaluated, not compiled
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    # one partition: every checkpoint is a single partition, so the joins, aggregates and
+    # windows over checkpoints need no shuffle, and each table gets one file a batch
+    "spark.sql.shuffle.partitions": "1",
 }
-"""Expressions evaluated, not compiled: what a small micro-batch runs under
-(:data:`INTERPRETED_ROWS`). Even with every class in the codegen cache, each task
-generates the Java source of its projections again to look the class up (wide rows:
-string building and comment-stripping regexes), which was two thirds of the executors'
-samples in a warm 120-row batch. The ten-message lake 0.90x; a warm batch of the latency
-run did not move (docs/DESIGN.md, "Where a small batch's time goes")."""
+"""What a small micro-batch runs under (:data:`SMALL_BATCH_ROWS`; docs/DESIGN.md, "Where a
+small batch's time goes").
 
-INTERPRETED_ROWS = 10_000
-"""Input rows of a micro-batch up to which it runs under :data:`INTERPRETED_CONF`."""
+- Expressions evaluated, not compiled. Even with every class in the codegen cache, each
+  task generates the Java source of its projections again to look the class up (wide
+  rows: string building and comment-stripping regexes), which was two thirds of the
+  executors' samples in a warm 120-row batch. The ten-message lake 0.90x.
+- One shuffle partition. A frame kept by :class:`routing.plan.scratch.Scratch` is
+  coalesced to it, and a single partition satisfies any clustering a later join,
+  aggregate or window asks for: the plans over checkpoints shuffle nothing, and what
+  still shuffles (the input files, explicit repartitions) runs one task, not four.
+"""
+
+SMALL_BATCH_ROWS = 10_000
+"""Input rows of a micro-batch up to which it runs under :data:`SMALL_BATCH_CONF`."""
 
 
-def interpreted(rows: int | None) -> bool:
-    """A batch of ``rows`` input rows (None: unknown) is small enough to run interpreted."""
-    return rows is not None and rows <= INTERPRETED_ROWS
+def small_batch(rows: int | None) -> bool:
+    """A batch of ``rows`` input rows (None: unknown) is small enough for
+    :data:`SMALL_BATCH_CONF`."""
+    return rows is not None and rows <= SMALL_BATCH_ROWS
 
 
 PY4J_CLASSES: dict[str, str] = {

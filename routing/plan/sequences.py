@@ -86,10 +86,11 @@ def in_order(rows: DataFrame, key: Sequence[str], order: Sequence[str]) -> DataF
     key, order = list(key), list(order)
     schema = StructType(rows.schema.fields + FIGURES.fields)
     partitions = shuffle_partitions(rows.sparkSession)
-    return (
-        rows.repartition(partitions, *key)
-        .sortWithinPartitions(*key, *order)
-        .mapInArrow(lambda batches: scan(batches, key), schema)
+    # one partition (a small batch, session.SMALL_BATCH_CONF) holds every group whole
+    # without a shuffle
+    grouped = rows.coalesce(1) if partitions == 1 else rows.repartition(partitions, *key)
+    return grouped.sortWithinPartitions(*key, *order).mapInArrow(
+        lambda batches: scan(batches, key), schema
     )
 
 
