@@ -20,6 +20,8 @@ from pyspark.sql import functions as F
 
 from routing.plan import schemas
 from routing.plan.normalise import EVENT_SCHEMA, normalise
+from tests.frames import assert_rows_equal
+from tests.gateway import sent_commands
 
 UTC = dt.UTC
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
@@ -160,9 +162,6 @@ def test_a_timestamp_without_a_zone_is_rejected_with_the_row_as_written(spark, t
 def test_a_table_read_again_reuses_its_columns(spark, tmp_path):
     """A job reads the same tables batch after batch: the second read of a table with the
     same schema builds no Column again: under a fifth of the py4j calls (the projections)."""
-    from tests.frames import assert_rows_equal
-    from tests.gateway import sent_commands
-
     table = pa.table(
         {
             "message_id": pa.array([1, 2], pa.int32()),
