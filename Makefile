@@ -5,13 +5,15 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 JARS := jars/lib/.fetched
 LOCAL_FS := jars/build/routing-localfs.jar
+DELTA_APPEND := jars/build/routing-delta.jar
 CLASS_ARCHIVE := jars/build/spark-classes.jsa
 LAKE ?= lake
 CONF ?= conf/broker.xml
+SPARK_JARS = $(PY) -c 'import pathlib, pyspark; print(pathlib.Path(pyspark.__file__).parent / "jars")'
 
 .PHONY: setup run test lint bench clean
 
-setup: $(STAMP) $(JARS) $(LOCAL_FS) $(CLASS_ARCHIVE)
+setup: $(STAMP) $(JARS) $(LOCAL_FS) $(DELTA_APPEND) $(CLASS_ARCHIVE)
 
 # Delta's JVM connector (jars/pom.xml), handed to Spark by routing/session.py; offline afterwards.
 $(JARS): jars/pom.xml
@@ -25,14 +27,21 @@ $(JARS): jars/pom.xml
 # The forkless local file system (routing/io/session.py), compiled against pyspark's Hadoop.
 $(LOCAL_FS): $(wildcard jars/src/routing/localfs/*.java) $(STAMP)
 	@command -v javac >/dev/null 2>&1 || { echo "need javac (a Java 17 JDK), e.g. apt-get install openjdk-17-jdk-headless"; exit 1; }
-	rm -rf jars/build && mkdir -p jars/build/classes
-	javac --release 17 -nowarn -d jars/build/classes \
-		-cp "$$($(PY) -c 'import pathlib, pyspark; print(pathlib.Path(pyspark.__file__).parent / "jars")')/*" \
+	rm -rf jars/build/classes && mkdir -p jars/build/classes
+	javac --release 17 -nowarn -d jars/build/classes -cp "$$($(SPARK_JARS))/*" \
 		jars/src/routing/localfs/*.java
 	jar cf $@ -C jars/build/classes .
 
+# Delta's append without its check of the table's transactions (routing/io/storage.py).
+$(DELTA_APPEND): $(wildcard jars/src/routing/delta/*.java) $(STAMP) $(JARS)
+	@command -v javac >/dev/null 2>&1 || { echo "need javac (a Java 17 JDK), e.g. apt-get install openjdk-17-jdk-headless"; exit 1; }
+	rm -rf jars/build/delta-classes && mkdir -p jars/build/delta-classes
+	javac --release 17 -nowarn -d jars/build/delta-classes -cp "$$($(SPARK_JARS))/*:jars/lib/*" \
+		jars/src/routing/delta/*.java
+	jar cf $@ -C jars/build/delta-classes .
+
 # The classes a job loads, recorded once from a small demo (jobs/class_archive.py).
-$(CLASS_ARCHIVE): $(JARS) $(LOCAL_FS) $(STAMP)
+$(CLASS_ARCHIVE): $(JARS) $(LOCAL_FS) $(DELTA_APPEND) $(STAMP)
 	$(PY) -m jobs.class_archive --to $@
 
 $(STAMP): pyproject.toml

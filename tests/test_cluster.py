@@ -38,7 +38,7 @@ from jobs import demo
 from jobs import replay as replay_job
 from routing.io.delta_tables import is_table
 from routing.io.lake import Lake
-from routing.io.session import DELTA_CONF, KRYO, delta_jars, has_jvm_delta
+from routing.io.session import DELTA_CONF, KRYO, has_jvm_delta, job_jars
 from routing.io.storage import DeltaStorage
 from routing.plan.schemas import MESSAGE
 from tests.frames import assert_rows_equal
@@ -284,7 +284,7 @@ class Cluster:
             **(conf or {}),
         }
         command = [str(SPARK_HOME / "bin" / "spark-submit"), "--master", self.url]
-        command += ["--jars", delta_jars()]
+        command += ["--jars", job_jars()]
         for key, value in {**DELTA_CONF, **settings}.items():
             command += ["--conf", f"{key}={value}"]
         command += ["--py-files", str(project_zip(self.work)), *app]

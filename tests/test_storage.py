@@ -3,6 +3,9 @@ to the next, and how it commits its queue rows."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from chispa import assert_df_equality
 from pyspark.sql import DataFrame, SparkSession
@@ -10,8 +13,17 @@ from pyspark.sql import functions as F
 
 from routing.broker import layout
 from routing.broker.state import JobState
+from routing.io.delta_tables import table_version, transaction_version
+from routing.io.jvm import jvm_class
 from routing.io.lake import Lake
-from routing.io.storage import OVERLAPPED_ROWS, TABLE, DeltaStorage, Outputs
+from routing.io.storage import (
+    APP_TRANSACTION_APPEND,
+    OVERLAPPED_ROWS,
+    TABLE,
+    DeltaStorage,
+    Outputs,
+)
+from routing.io.storage import append as append_rows
 from routing.plan import schemas
 from routing.plan._columns import local_frame
 from tests.lakeio import append, at
@@ -221,3 +233,82 @@ def test_too_many_producer_ids_to_carry_make_the_next_batch_read_delta(
     in_delta = spark.read.format("delta").load(lake.producer_ids)
     assert set(taken.inputFiles()) == set(in_delta.inputFiles())  # batch 1's files too
     assert taken_ids(taken) == [1, 2, 3]
+
+
+WRITERS = pytest.mark.parametrize(
+    "writer", ["job's append", "Delta's writer"], ids=["job-append", "delta-writer"]
+)
+
+
+def use_writer(monkeypatch: pytest.MonkeyPatch, writer: str) -> None:
+    """Appends through the job's JVM append (built by ``make setup``), or through Delta's
+    writer as on a cluster without the jar (its class name made one that is not there)."""
+    if writer == "Delta's writer":
+        monkeypatch.setattr("routing.io.storage.APP_TRANSACTION_APPEND", "routing.delta.Absent")
+    else:
+        assert jvm_class(SparkSession.getActiveSession(), APP_TRANSACTION_APPEND) is not None
+
+
+def commit_actions(location: str, version: int) -> dict[str, list[dict]]:
+    """The actions of a commit file, by kind."""
+    path = Path(location, "_delta_log", f"{version:020d}.json")
+    found: dict[str, list[dict]] = {}
+    for line in path.read_text().splitlines():
+        ((kind, action),) = json.loads(line).items()
+        found.setdefault(kind, []).append(action)
+    return found
+
+
+def test_the_jobs_append_commits_what_deltas_writer_commits(spark, tmp_path, monkeypatch):
+    rows = local_frame(
+        spark,
+        [queue_row(1, "PENDING"), queue_row(2, "ACKED"), queue_row(3, "PENDING")],
+        schemas.spark_schema(schemas.QUEUE_MESSAGE),
+    )
+    options = dict(partition_by=["status"], user_metadata='{"clock": 1}', rows_per_file=1)
+    job, delta = str(tmp_path / "job"), str(tmp_path / "delta")
+    for batch in (0, 1):  # the append that creates the table, then one to it
+        append_rows(rows, job, app_id=APP, txn_version=batch, **options)
+    with monkeypatch.context() as patched:
+        use_writer(patched, "Delta's writer")
+        for batch in (0, 1):
+            append_rows(rows, delta, app_id=APP, txn_version=batch, **options)
+
+    for version in (0, 1):
+        ours, theirs = commit_actions(job, version), commit_actions(delta, version)
+        assert sorted(ours) == sorted(theirs)
+        assert [(t["appId"], t["version"]) for t in ours["txn"]] == [(APP, version)]
+        assert [(t["appId"], t["version"]) for t in theirs["txn"]] == [(APP, version)]
+        for key in ("operation", "operationParameters", "userMetadata", "isBlindAppend"):
+            assert ours["commitInfo"][0][key] == theirs["commitInfo"][0][key]
+        assert len(ours["add"]) == len(theirs["add"]) == 3  # one row a file
+        assert sorted(a["partitionValues"]["status"] for a in ours["add"]) == sorted(
+            a["partitionValues"]["status"] for a in theirs["add"]
+        )
+    assert_df_equality(
+        spark.read.format("delta").load(job).orderBy("message_id"),
+        spark.read.format("delta").load(delta).orderBy("message_id"),
+    )
+
+
+@WRITERS
+def test_a_batch_written_again_after_a_crash_writes_nothing_twice(
+    spark, tmp_path, monkeypatch, writer
+):
+    use_writer(monkeypatch, writer)
+    lake = Lake.at(tmp_path / "lake")
+    write_batch(spark, DeltaStorage(lake), 0, [queue_row(1, "PENDING")], producer_ids=(1,))
+    # batch 1 committed its producer ids, then the driver died before its queue rows
+    ids = local_frame(spark, [(2, 1)], schemas.spark_schema(schemas.PRODUCER_ID))
+    append_rows(ids, lake.producer_ids, app_id=APP, txn_version=1)
+    before = table_version(lake.producer_ids)
+
+    # the restarted job writes batch 1 again
+    write_batch(spark, DeltaStorage(lake), 1, [queue_row(2, "PENDING")], producer_ids=(2,))
+
+    assert table_version(lake.producer_ids) == before  # no second commit
+    written = spark.read.format("delta").load(lake.producer_ids)
+    assert sorted((r.message_id, r.batch_id) for r in written.collect()) == [(1, 0), (2, 1)]
+    assert transaction_version(lake.queue_messages, APP) == 1
+    pending = pending_in_delta(spark, lake)
+    assert sorted(r.message_id for r in pending.collect()) == [1, 2]

@@ -14,11 +14,16 @@ from typing import Any
 from py4j.java_gateway import JavaClass, JavaMember, JVMView
 from pyspark.sql import SparkSession
 
+from routing.io.jvm import jvm_class
+
 _LOG4J = Path(__file__).with_name("log4j2.properties")
 DELTA_JARS = Path(os.environ.get("ROUTING_DELTA_JARS", Path(__file__).parents[2] / "jars" / "lib"))
 """Delta's JVM connector and its own dependencies, fetched by ``make setup`` (jars/pom.xml)."""
 LOCAL_FS_JAR = Path(__file__).parents[2] / "jars" / "build" / "routing-localfs.jar"
 """The forkless local file system (jars/src/routing/localfs), built by ``make setup``."""
+DELTA_APPEND_JAR = Path(__file__).parents[2] / "jars" / "build" / "routing-delta.jar"
+"""Delta's append without its check of the table's transactions (jars/src/routing/delta,
+:func:`routing.io.storage.append`), built by ``make setup``."""
 
 CLASS_ARCHIVE = Path(__file__).parents[2] / "jars" / "build" / "spark-classes.jsa"
 """The classes a job loads, parsed and verified once (Java's class-data sharing), recorded
@@ -195,6 +200,13 @@ def delta_jars() -> str:
     return ",".join(str(j) for j in jars)
 
 
+def job_jars() -> str:
+    """Delta's connector jars and the job's own (:data:`DELTA_APPEND_JAR`, when built),
+    comma-separated for ``spark.jars`` or ``--jars``."""
+    own = [str(DELTA_APPEND_JAR)] if DELTA_APPEND_JAR.is_file() else []
+    return ",".join([delta_jars(), *own])
+
+
 def class_archive_options(record_to: Path | None = None) -> str:
     """JVM options that map :data:`CLASS_ARCHIVE` when it is there, or, with ``record_to``,
     record the classes the JVM loaded into a new archive when it exits."""
@@ -244,7 +256,7 @@ def build_session(
         java_options = class_archive_options(record_classes_to)
         if java_options:
             settings["spark.driver.extraJavaOptions"] += f" {java_options}"
-        settings["spark.jars"] = delta_jars()
+        settings["spark.jars"] = job_jars()
         if LOCAL_FS_JAR.is_file():
             # on the JVM's own class path: Hadoop looks file systems up by class name
             settings["spark.driver.extraClassPath"] = str(LOCAL_FS_JAR)
@@ -273,16 +285,5 @@ def build_session(
 
 
 def has_jvm_delta(spark: SparkSession) -> bool:
-    """True when the JVM Delta connector (``io.delta:delta-spark``) is on the classpath.
-
-    Spark's class loader is asked, not the system one: ``spark.jars`` and ``--jars`` are
-    loaded by Spark's own loader.
-    """
-    try:
-        jvm = spark.sparkContext._jvm
-        if jvm is None:  # a session without a JVM gateway (Spark Connect)
-            return False
-        jvm.org.apache.spark.util.Utils.classForName("io.delta.tables.DeltaTable", True, False)
-        return True
-    except Exception:
-        return False
+    """True when the JVM Delta connector (``io.delta:delta-spark``) is on the classpath."""
+    return jvm_class(spark, "io.delta.tables.DeltaTable") is not None

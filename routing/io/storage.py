@@ -6,9 +6,9 @@
   the event-time cut from the tables' metadata, and the rows are read by Spark's own
   readers (:func:`routing.io.lake_events.read_events`);
 - address tables (copies), ``journal``, ``rejected`` and the producer ids are plain
-  appends (``df.write.format("delta")``) carrying the app transaction (``txnAppId`` =
-  the query's app id, ``txnVersion`` = the batch id), so a batch replayed after a crash
-  writes nothing twice;
+  appends (Delta's ``WriteIntoDelta``, :func:`append`) carrying the app transaction
+  (``txnAppId`` = the query's app id, ``txnVersion`` = the batch id), so a batch replayed
+  after a crash writes nothing twice;
 - ``queue_messages`` is committed last, by ONE ``MERGE`` that upserts the batch's queue
   rows into its PENDING partition (a changed PENDING row is updated in place and moves to
   its status partition; a new one is inserted). Delta's idempotent-DML settings give the
@@ -48,6 +48,7 @@ from routing.io.delta_tables import (
     table_version,
     transaction_version,
 )
+from routing.io.jvm import jvm_class
 from routing.io.lake import Lake
 from routing.plan import schemas
 from routing.plan._columns import local_frame, union_by_name
@@ -76,6 +77,10 @@ CARRIED_PRODUCER_IDS = 100_000
 """Producer ids accepted since the producer-id table was last read through Delta up to
 which the batches keep them in memory (:meth:`DeltaStorage.taken`); past it, the next
 batch reads the table again and starts anew, so memory stays flat."""
+
+APP_TRANSACTION_APPEND = "routing.delta.AppTransactionAppend"
+"""Delta's append of an app transaction without its check of the table's transactions
+(jars/src/routing/delta, built by ``make setup``; :func:`append`)."""
 
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
@@ -186,22 +191,38 @@ def append(
 ) -> None:
     """Append ``rows`` to the Delta table at ``location`` (created if missing), as one
     commit; with ``app_id`` the commit is the app transaction ``(app_id, txn_version)``,
-    skipped by Delta when that version was committed already.
+    skipped when that version was committed already.
+
+    Delta's writer asks the table whether it was by rebuilding the snapshot's state, two
+    Spark queries before every append, since each commit makes a new snapshot: most of a
+    small append's time. Where :data:`APP_TRANSACTION_APPEND` is on the classpath the job
+    reads the answer from the log (delta-rs) and appends through it, the same write and
+    commit without the question (docs/DESIGN.md); elsewhere through Delta's writer.
 
     :param rows_per_file: at most this many rows in a data file (Delta's
         ``maxRecordsPerFile``); None: a file per task.
     """
-    writer = rows.write.format("delta").mode("append")
-    if app_id is not None:
-        writer = writer.option("txnAppId", app_id).option("txnVersion", str(txn_version))
-    if rows_per_file is not None:
-        writer = writer.option("maxRecordsPerFile", str(rows_per_file))
-    if user_metadata is not None:
-        writer = writer.option("userMetadata", user_metadata)
-    if partition_by:
-        writer = writer.partitionBy(*partition_by)
     # a producer may have created its address table without the optional columns
-    writer.option("mergeSchema", "true").save(location)
+    options = {"mergeSchema": "true"}
+    if app_id is not None:
+        options.update(txnAppId=app_id, txnVersion=str(txn_version))
+    if rows_per_file is not None:
+        options["maxRecordsPerFile"] = str(rows_per_file)
+    if user_metadata is not None:
+        options["userMetadata"] = user_metadata
+    spark = rows.sparkSession
+    appender = jvm_class(spark, APP_TRANSACTION_APPEND) if app_id is not None else None
+    if appender is None:
+        writer = rows.write.format("delta").mode("append").options(**options)
+        if partition_by:
+            writer = writer.partitionBy(*partition_by)
+        writer.save(location)
+        return
+    assert app_id is not None and txn_version is not None  # an app transaction
+    done = transaction_version(location, app_id)
+    if done is not None and done >= txn_version:
+        return  # committed already: what Delta's writer would skip
+    appender.append(spark._jsparkSession, rows._jdf, location, options, list(partition_by))
 
 
 CONCURRENT_COMMITS = 4
