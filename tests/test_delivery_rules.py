@@ -52,6 +52,7 @@ from tests.test_routing_rules import (
     no_pending,
     orig,
     topology_of,
+    union,
 )
 
 RULES_XML = """
@@ -671,3 +672,43 @@ def test_the_copies_a_batch_writes_make_no_batch_of_their_own(spark, tmp_path):
     (line,) = batch_lines(spark, lake, conf)
     assert "rows in 1, routed 1, applied 0, copies 1," in line, line
     assert len(rows(lake.address_table("taps"))) == 2
+
+
+def test_a_batch_without_events_applies_nothing_until_a_message_expires(spark):
+    """A batch of producer rows alone runs no round of events unless a message in play
+    expires by its lake clock: its queue rows are then its entries as routed, joined to no
+    changes (``engine.run_batch``). The batch whose clock reaches an expiration expires
+    the message (and moves it to the expiry address) as a batch with events would."""
+    topology = topology_of(RULES_XML)
+    router = Router(topology)
+    batches = [[message(1, "exp", 0, expiration=100)], [message(2, "exp", 50)]]
+    batches.append([message(3, "exp", 200)])  # the clock passes message 1's expiration
+    scratch = Scratch()
+    pending: list[DataFrame] = []
+    state = JobState()
+    written = []
+    try:
+        for sent in batches:
+            result = run_batch(
+                batch_events(spark, sent),
+                union([no_pending(spark).drop("_file"), *pending]),
+                state,
+                topology,
+                router,
+                scratch,
+            )
+            queue_rows = scratch.keep(result.queue_rows)
+            plan = result.queue_rows._jdf.queryExecution().optimizedPlan().toString()
+            statuses = sorted((r.queue, r.message_id, r.status) for r in queue_rows.collect())
+            written.append((statuses, "Join" in plan))
+            pending.append(queue_rows.where(F.col("status") == "PENDING"))
+            state = JobState(result.clock)
+    finally:
+        scratch.release()
+
+    expired = copy_id_py(1, EXPIRY, "exp.q", "EXPA", None)
+    assert written == [
+        ([("exp.q", 1, "PENDING")], False),
+        ([("exp.q", 2, "PENDING")], False),
+        ([("EXPA.q", expired, "PENDING"), ("exp.q", 1, "EXPIRED"), ("exp.q", 3, "PENDING")], True),
+    ]

@@ -5,7 +5,9 @@ deliveries, management rows and due expiries to every PENDING message (those of
 earlier batches and those just routed). Ending transitions make copies
 (dead letter, expiry, MOVE, RETRY); round 2 routes them and applies what concerns
 them, and so on until a round makes no copy. Everything of one batch therefore
-happens in event-time order whatever the micro-batch sizes.
+happens in event-time order whatever the micro-batch sizes. A batch of producer rows
+alone, in which no message in play expires by the clock, has nothing to apply: it
+stops after routing (one action asks whether anything expires).
 
 Auto-created queues exist from the moment of the dead letter or expiry that
 creates them (``JobState.created``: its event time, then its rank at that instant,
@@ -279,6 +281,7 @@ def _plan_batch(
         F.count(F.lit(1)).alias("rows"),
         F.count_if(F.col(OWN)).alias("own_copies"),
         F.count_if(to_route()).alias("routed"),
+        F.count_if(~is_message_row()).alias("events"),
         F.count_if(~is_message_row() & (F.col("message_id") >= COPY_ID_BASE)).alias("copy_events"),
         F.count_if((F.col("source") == MANAGEMENT) & F.col("message_id").isNull()).alias(
             "filter_ops"
@@ -330,6 +333,8 @@ def _plan_batch(
         in_play = union_of([old, new] if rounds == 1 else [new])
         if rounds > 1 and not later_rounds_apply:
             break
+        if rounds == 1 and not facts.events and not _expiring(in_play, clock, clock_values):
+            break  # nothing to apply: no event, and no message in play expires by the clock
         round_events = union_of(
             [
                 waiting,
@@ -386,14 +391,16 @@ def _plan_batch(
     # when the plan finds what it assumed it holds, unless the events expected more
     holds = (created == assumed and not expected) or _holds(asked, created)
 
-    changed = union_of(updated)
-    broadcast = facts.rows <= BROADCAST_CHANGES
     # the rows written: every entry, and each PENDING row of an earlier batch that changed
-    keys = changed.select(*KEY)
-    touched = old.join(F.broadcast(keys) if broadcast else keys, list(KEY), "left_semi")
-    queue_rows = apply_changes(
-        union_of([union_all(entries), touched]), changed, broadcast=broadcast
-    )
+    queue_rows = union_all(entries)
+    if updated:
+        changed = union_of(updated)
+        broadcast = facts.rows <= BROADCAST_CHANGES
+        keys = changed.select(*KEY)
+        touched = old.join(F.broadcast(keys) if broadcast else keys, list(KEY), "left_semi")
+        queue_rows = apply_changes(union_of([queue_rows, touched]), changed, broadcast=broadcast)
+    elif queue_rows is None:  # nothing routed, nothing changed
+        queue_rows = old.limit(0)
     return BatchResult(
         queue_rows=queue_rows,
         journal=union_of(journals),
@@ -408,6 +415,11 @@ def _plan_batch(
         rounds=rounds,
         created=created,
     ), holds
+
+
+def _expiring(in_play: DataFrame, clock: int | None, clock_values: DataFrame) -> bool:
+    """Some message in play expires by the lake clock (one action; none without a clock)."""
+    return clock is not None and not expiries(in_play, clock_values).isEmpty()
 
 
 def _holds(asked: list[Callable[[Created], DataFrame]], created: Created) -> bool:
