@@ -254,6 +254,7 @@ def run(
     finally:
         if query.isActive:
             query.stop()
+        runner.storage.close()
     if args.available_now:
         print("summary:\n" + runner.progress.summary(), file=out, flush=True)
     return 0

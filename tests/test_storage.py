@@ -21,6 +21,7 @@ from routing.io.storage import (
     OVERLAPPED_ROWS,
     TABLE,
     DeltaStorage,
+    LogCheckpoints,
     Outputs,
 )
 from routing.io.storage import append as append_rows
@@ -312,3 +313,75 @@ def test_a_batch_written_again_after_a_crash_writes_nothing_twice(
     assert transaction_version(lake.queue_messages, APP) == 1
     pending = pending_in_delta(spark, lake)
     assert sorted(r.message_id for r in pending.collect()) == [1, 2]
+
+
+def every_second_version_checkpointed(spark: SparkSession, location: str) -> None:
+    spark.sql(f"ALTER TABLE delta.`{location}` SET TBLPROPERTIES (delta.checkpointInterval = 2)")
+
+
+def checkpoint_file(location: str, version: int) -> Path:
+    return Path(location) / "_delta_log" / f"{version:020d}.checkpoint.parquet"
+
+
+def test_an_append_due_a_checkpoint_leaves_it_to_the_job(spark, tmp_path):
+    rows = local_frame(
+        spark, [queue_row(1, "PENDING")], schemas.spark_schema(schemas.QUEUE_MESSAGE)
+    )
+    ours, delta = str(tmp_path / "ours"), str(tmp_path / "delta")
+    for location in (ours, delta):
+        append_rows(rows, location, app_id=APP, txn_version=0)  # version 0
+        every_second_version_checkpointed(spark, location)  # version 1
+    checkpoints = LogCheckpoints(spark)
+
+    append_rows(rows, ours, app_id=APP, txn_version=1, checkpoints=checkpoints)  # version 2
+    append_rows(rows, delta, app_id=APP, txn_version=1)
+
+    assert checkpoints.waiting == {ours: 2}
+    assert not checkpoint_file(ours, 2).exists()
+    assert checkpoint_file(delta, 2).exists()  # Delta's commit writes it before returning
+    checkpoints.close()
+    assert checkpoint_file(ours, 2).exists()
+    last = json.loads((Path(ours) / "_delta_log" / "_last_checkpoint").read_text())
+    assert last["version"] == 2
+    assert_df_equality(
+        spark.read.format("delta").load(ours), spark.read.format("delta").load(delta)
+    )
+
+
+def test_the_storage_writes_the_checkpoints_its_commits_were_due_before_it_closes(spark, tmp_path):
+    lake = Lake.at(tmp_path / "lake")
+    storage = DeltaStorage(lake)
+    write_batch(spark, storage, 0, [queue_row(1, "PENDING")], producer_ids=(1,))
+    for location in (lake.queue_messages, lake.producer_ids):
+        every_second_version_checkpointed(spark, location)
+
+    write_batch(spark, storage, 1, [queue_row(2, "PENDING")], producer_ids=(2,))
+    storage.close()
+
+    assert checkpoint_file(lake.queue_messages, 2).exists()
+    assert checkpoint_file(lake.producer_ids, 2).exists()
+    pending = pending_in_delta(spark, lake)
+    assert sorted(r.message_id for r in pending.collect()) == [1, 2]
+
+
+def test_the_checkpoints_due_are_written_one_at_a_time_the_latest_of_each_table(spark, tmp_path):
+    rows = local_frame(
+        spark, [queue_row(1, "PENDING")], schemas.spark_schema(schemas.QUEUE_MESSAGE)
+    )
+    first, second = str(tmp_path / "first"), str(tmp_path / "second")
+    checkpoints = LogCheckpoints(spark)
+    for location, versions in ((first, 5), (second, 3)):
+        append_rows(rows, location, app_id=APP, txn_version=0)
+        every_second_version_checkpointed(spark, location)
+        for version in range(2, versions):
+            append_rows(rows, location, app_id=APP, txn_version=version, checkpoints=checkpoints)
+    assert checkpoints.waiting == {first: 4, second: 2}  # first's 4 replaced its 2
+
+    checkpoints.write_next()
+    checkpoints.write_next()  # the first is being written: the second waits
+
+    assert checkpoints.waiting == {second: 2}
+    checkpoints.close()
+    assert checkpoints.waiting == {}
+    assert checkpoint_file(first, 4).exists() and not checkpoint_file(first, 2).exists()
+    assert checkpoint_file(second, 2).exists()

@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -55,6 +56,8 @@ from routing.plan._columns import local_frame, union_by_name
 from routing.plan.batch import BatchResult, batch_value, batch_values
 from routing.plan.deliveries import KEY
 from routing.plan.scratch import Scratch
+
+log = logging.getLogger(__name__)
 
 TABLE = "_table"
 """The column of a tagged union of rows that names each row's table (lake-relative)."""
@@ -188,6 +191,7 @@ def append(
     partition_by: Sequence[str] = (),
     user_metadata: str | None = None,
     rows_per_file: int | None = None,
+    checkpoints: LogCheckpoints | None = None,
 ) -> None:
     """Append ``rows`` to the Delta table at ``location`` (created if missing), as one
     commit; with ``app_id`` the commit is the app transaction ``(app_id, txn_version)``,
@@ -201,6 +205,9 @@ def append(
 
     :param rows_per_file: at most this many rows in a data file (Delta's
         ``maxRecordsPerFile``); None: a file per task.
+    :param checkpoints: where a checkpoint of the log the commit is due goes, to be written
+        beside the job's next steps rather than inside the commit (:class:`LogCheckpoints`;
+        through :data:`APP_TRANSACTION_APPEND` only). None: Delta writes it in the commit.
     """
     # a producer may have created its address table without the optional columns
     options = {"mergeSchema": "true"}
@@ -222,7 +229,70 @@ def append(
     done = transaction_version(location, app_id)
     if done is not None and done >= txn_version:
         return  # committed already: what Delta's writer would skip
-    appender.append(spark._jsparkSession, rows._jdf, location, options, list(partition_by))
+    due = appender.append(
+        spark._jsparkSession,
+        rows._jdf,
+        location,
+        options,
+        list(partition_by),
+        checkpoints is not None,
+    )
+    if checkpoints is not None and due >= 0:
+        checkpoints.due(location, due)
+
+
+class LogCheckpoints:
+    """Checkpoints of Delta logs that the job's appends left out of their commits
+    (:func:`append` notes them :meth:`due`), written one at a time beside the batches.
+
+    Delta writes a table's checkpoint inside the commit whose version is a multiple of its
+    ``delta.checkpointInterval`` (10), before the commit returns: a second or more for a
+    small table (the state rebuilt from the log, then written). The job commits each of its
+    tables once a batch, so their versions move together, and every tenth batch or so
+    waited for three or four checkpoints at once (docs/DESIGN.md). A commit is complete
+    without its checkpoint (a reader replays the commits since the last one): here each
+    batch starts at most one (:meth:`write_next`), on a thread of its own, so they spread
+    over the batches that follow. A table's later checkpoint replaces one still due. One
+    that fails is logged, as Delta's commit logs it: the table is as readable as before.
+    """
+
+    def __init__(self, spark: SparkSession) -> None:
+        self._spark = spark
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="delta-checkpoint")
+        self._due: dict[str, int] = {}
+        self._running: Future[None] | None = None
+
+    @property
+    def waiting(self) -> dict[str, int]:
+        """The checkpoints due and not started: the version of each table's."""
+        return dict(self._due)
+
+    def due(self, location: str, version: int) -> None:
+        """Note that the table at ``location`` is due its checkpoint at ``version``."""
+        self._due[location] = max(version, self._due.get(location, version))
+
+    def write_next(self) -> None:
+        """Start writing the checkpoint due longest, unless one is being written."""
+        if self._due and (self._running is None or self._running.done()):
+            location = next(iter(self._due))
+            self._running = self._pool.submit(self._checkpoint, location, self._due.pop(location))
+
+    def close(self) -> None:
+        """Write every checkpoint due, and return once they are written (or have failed)."""
+        while self._due or self._running is not None:
+            if self._running is not None:
+                self._running.result()
+                self._running = None
+            self.write_next()
+        self._pool.shutdown()
+
+    def _checkpoint(self, location: str, version: int) -> None:
+        try:
+            writer = jvm_class(self._spark, APP_TRANSACTION_APPEND)
+            assert writer is not None  # an append through it noted this checkpoint
+            writer.checkpoint(self._spark._jsparkSession, location, version)
+        except Exception:  # the commit stands; the next checkpoint will cover it
+            log.warning("checkpoint of %s at version %d failed", location, version, exc_info=True)
 
 
 CONCURRENT_COMMITS = 4
@@ -240,6 +310,7 @@ def append_tables(
     first: Callable[[str], bool] | None = layout.is_address_source,
     level: StorageLevel | None = StorageLevel.MEMORY_AND_DISK,
     rows_per_file: int | None = None,
+    checkpoints: LogCheckpoints | None = None,
 ) -> dict[str, int]:
     """Append tagged rows (``_table`` names each row's table) to the lake: one commit per
     table, the tables for which ``first`` holds before the others (None: all at once).
@@ -255,7 +326,8 @@ def append_tables(
     The frames are kept, and the tables of each group (``first`` ones, then the others)
     committed, concurrently (:data:`CONCURRENT_COMMITS`): they are separate Delta tables,
     each commit its own transaction. Each task writes its rows in the order it holds
-    them, in files of at most ``rows_per_file`` rows (:func:`append`).
+    them, in files of at most ``rows_per_file`` rows (:func:`append`, which takes
+    ``checkpoints`` too).
 
     :return: the row counts by table.
     """
@@ -283,6 +355,7 @@ def append_tables(
                     app_id=app_id,
                     txn_version=txn_version,
                     rows_per_file=rows_per_file,
+                    checkpoints=checkpoints,
                 )
 
             counts = dict(sum((Counter(n) for n in found), Counter()))
@@ -324,6 +397,10 @@ class Storage(Protocol):
         self, outputs: Outputs, state: JobState, app_id: str, batch_id: int
     ) -> dict[str, int]:
         """Write a batch's outputs and state, idempotently; the rows written by table."""
+        ...
+
+    def close(self) -> None:
+        """Finish what the writes left running (the job is done with the storage)."""
         ...
 
 
@@ -369,6 +446,7 @@ class DeltaStorage:
     _read: DataFrame | None = field(default=None, init=False, repr=False)
     _carried: CarriedPending | None = field(default=None, init=False, repr=False)
     _ids: CarriedProducerIds | None = field(default=None, init=False, repr=False)
+    _checkpoints: LogCheckpoints | None = field(default=None, init=False, repr=False)
 
     def events(self, spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
         """The input stream: one row per slice of an input table a batch reads
@@ -453,11 +531,14 @@ class DeltaStorage:
         A small batch (:data:`OVERLAPPED_ROWS`) writes its tables all at once, and keeps and
         counts its queue rows (:meth:`_count_queue_rows`) meanwhile: neither reads what the
         other writes. A large one commits its address tables before the others, and then
-        its queue rows.
+        its queue rows. The Delta checkpoints its commits are due wait, and one starts once
+        the queue rows are committed (:class:`LogCheckpoints`; :meth:`close` writes the rest).
 
         :return: the rows written by table (:func:`count_rows`).
         """
         scratch = Scratch()
+        if self._checkpoints is None:
+            self._checkpoints = LogCheckpoints(outputs.queue_rows.sparkSession)
 
         def counted() -> tuple[DataFrame, int, bool]:
             rows = scratch.keep(outputs.queue_rows.select(*schemas.QUEUE_MESSAGE.names))
@@ -473,9 +554,11 @@ class DeltaStorage:
                     app_id=app_id,
                     txn_version=batch_id,
                     first=None if small else layout.is_address_source,
+                    checkpoints=self._checkpoints,
                 )
                 rows, merged, updates = overlapped.result() if overlapped else counted()
             self._commit_queue_rows(rows, merged, updates, state, app_id, batch_id)
+            self._checkpoints.write_next()
             self._carry(rows, merged, app_id)
             self._carry_ids(outputs.producer_ids, counts.get(layout.PRODUCER_IDS, 0), app_id)
         finally:
@@ -483,6 +566,12 @@ class DeltaStorage:
         if merged:
             counts[layout.QUEUE_MESSAGES] = merged
         return counts
+
+    def close(self) -> None:
+        """Wait for the Delta checkpoints the batches' commits left to write (:class:`LogCheckpoints`)."""
+        if self._checkpoints is not None:
+            self._checkpoints.close()
+            self._checkpoints = None
 
     def _carry(self, rows: DataFrame, written: int, app_id: str) -> None:
         """Keep the PENDING rows after this batch's commit for the next batch: those the
@@ -578,6 +667,7 @@ class DeltaStorage:
                 txn_version=batch_id,
                 partition_by=[schemas.QUEUE_MESSAGES_PARTITION],
                 user_metadata=state.to_json(),
+                checkpoints=self._checkpoints,
             )
             return
         settings = {TXN_APP_ID: app_id, TXN_VERSION: str(batch_id), USER_METADATA: state.to_json()}

@@ -10,9 +10,11 @@ import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.delta.DeltaLog;
 import org.apache.spark.sql.delta.DeltaOperations;
 import org.apache.spark.sql.delta.DeltaOptions;
+import org.apache.spark.sql.delta.Snapshot;
 import org.apache.spark.sql.delta.actions.Action;
 import org.apache.spark.sql.delta.commands.DMLUtils;
 import org.apache.spark.sql.delta.commands.WriteIntoDelta;
+import org.apache.spark.sql.delta.hooks.CheckpointHook$;
 
 import scala.Option;
 import scala.collection.immutable.Seq;
@@ -27,6 +29,11 @@ import scala.jdk.javaapi.CollectionConverters;
  * (two Spark queries over the checkpoint and the commits since) before every append,
  * since each commit makes a new snapshot. The routing job asks delta-rs instead, from the
  * log (routing/io/storage.py, {@code append}), and calls this only when the answer is no.
+ *
+ * <p>A commit whose version is a multiple of the table's {@code delta.checkpointInterval}
+ * writes a checkpoint of the log before it returns (Delta's {@code CheckpointHook}): a second
+ * or more inside a small batch. Asked to, the append leaves it out and says which version is
+ * due, and the job writes it beside its next batch ({@link #checkpoint}).
  */
 public final class AppTransactionAppend {
   private AppTransactionAppend() {}
@@ -37,13 +44,16 @@ public final class AppTransactionAppend {
    * @param options the writer's options: {@code txnAppId}, {@code txnVersion},
    *     {@code mergeSchema}, {@code userMetadata}, {@code maxRecordsPerFile}...
    * @param partitionBy the partition columns of a table created by this append
+   * @param deferCheckpoint leave the checkpoint the commit may be due out of it
+   * @return the version committed when {@code deferCheckpoint} left its checkpoint out, else -1
    */
-  public static void append(
+  public static long append(
       SparkSession spark,
       Dataset<Row> data,
       String path,
       Map<String, String> options,
-      List<String> partitionBy) {
+      List<String> partitionBy,
+      boolean deferCheckpoint) {
     DeltaLog log = DeltaLog.forTable(spark, path);
     DeltaOptions deltaOptions =
         new DeltaOptions(
@@ -74,13 +84,37 @@ public final class AppTransactionAppend {
             mergeSchema,
             Option.empty(),
             Option.empty());
+    long[] due = {-1L};
     log.withNewTransaction(
         Option.empty(),
         Option.empty(),
         txn -> {
+          if (deferCheckpoint) {
+            txn.unregisterPostCommitHooksWhere(hook -> hook == CheckpointHook$.MODULE$);
+          }
           DMLUtils.TaggedCommitData<Action> commit =
               write.writeAndReturnCommitData(txn, spark, Option.empty(), false);
-          return txn.commitIfNeeded(commit.actions(), operation, commit.stringTags());
+          Option<Object> version =
+              txn.commitIfNeeded(commit.actions(), operation, commit.stringTags());
+          if (deferCheckpoint && version.isDefined()) {
+            long committed = (Long) version.get();
+            int interval = log.checkpointInterval(txn.metadata());
+            if (committed != 0 && committed % interval == 0) {
+              due[0] = committed;
+            }
+          }
+          return version;
         });
+    return due[0];
+  }
+
+  /**
+   * Write the checkpoint of the table at {@code path} at {@code version}, and clean up the
+   * log files it makes obsolete, as Delta's {@code CheckpointHook} does after a commit.
+   */
+  public static void checkpoint(SparkSession spark, String path, long version) {
+    DeltaLog log = DeltaLog.forTable(spark, path);
+    Snapshot snapshot = log.getSnapshotAt(version, Option.empty(), Option.empty(), false);
+    log.checkpoint(snapshot, Option.empty());
   }
 }
