@@ -14,6 +14,7 @@ under ``LAKE/_checkpoints/route``. Exit status: 0 done, 2 invalid configuration
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
 import signal
@@ -121,14 +122,19 @@ class BatchRunner:
     """The ``foreachBatch`` function: one micro-batch, exactly once."""
 
     def __init__(
-        self, spark: SparkSession, lake: Lake, topology: Topology, as_of: int | None, out: TextIO
+        self,
+        spark: SparkSession,
+        lake: Lake,
+        topology: Topology,
+        as_of: int | None,
+        progress: Progress,
     ) -> None:
         self.spark = spark
         self.lake = lake
         self.topology = topology
         self.as_of = as_of
         self.storage: Storage = DeltaStorage(lake)
-        self.progress = Progress(out)
+        self.progress = progress
         self._router_cache: Router | None = None
         self._routed_for: tuple[str, ...] | None = None
         self.idle = threading.Event()
@@ -214,6 +220,22 @@ def figures(result: BatchResult, written: dict[str, int]) -> dict[str, int]:
     }
 
 
+RESTARTS = 3
+"""Times a query that failed for a :data:`TRANSIENT` reason is started again."""
+TRANSIENT = ("Python worker failed to connect back",)
+"""Failures that say nothing of the lake or the batch, only of the moment. Spark asks the
+input stream (:mod:`routing.io.lake_events`) for its schema, and plans its batches, in
+Python processes it starts when the query does, and gives each ten seconds to connect back
+(``PythonWorkerFactory``, not a setting): a driver whose CPUs are taken by other work can
+miss that."""
+
+
+def transient(error: Exception) -> str | None:
+    """The :data:`TRANSIENT` reason a query failed for, if any: started again, it may well
+    succeed."""
+    return next((reason for reason in TRANSIENT if reason in str(error)), None)
+
+
 def run(
     args: argparse.Namespace,
     spark: SparkSession,
@@ -224,14 +246,40 @@ def run(
 ) -> int:
     """Run the query over ``lake`` until it is done (``--available-now``) or stopped.
 
+    A query that fails for a :data:`TRANSIENT` reason is started again from its checkpoint,
+    as a restarted job would be (at most :data:`RESTARTS` times): the batches it committed
+    are not run again, and the one it was in is written exactly once (docs/DESIGN.md,
+    "State and exactly-once").
+
     :param as_of: ``--as-of`` as :func:`routing.io.lake_events.parse_as_of` read it.
     """
-    runner = BatchRunner(spark, lake, topology, as_of, out)
-    options = stream_options(as_of=as_of, max_events_per_trigger=args.max_events_per_trigger)
+    progress = Progress(out)
+    for restart in itertools.count():
+        try:
+            _run_query(args, BatchRunner(spark, lake, topology, as_of, progress))
+            break
+        except Exception as error:
+            reason = transient(error)
+            if reason is None or restart == RESTARTS:
+                raise
+            log.warning(
+                "the query failed (%s); starting it again from its checkpoint (%d of %d)",
+                reason,
+                restart + 1,
+                RESTARTS,
+            )
+    if args.available_now:
+        print("summary:\n" + progress.summary(), file=out, flush=True)
+    return 0
+
+
+def _run_query(args: argparse.Namespace, runner: BatchRunner) -> None:
+    """Start the query, wait until it is done or stopped (SIGTERM, SIGINT), then stop it."""
+    options = stream_options(as_of=runner.as_of, max_events_per_trigger=args.max_events_per_trigger)
     writer = (
-        runner.storage.events(spark, options)
+        runner.storage.events(runner.spark, options)
         .writeStream.foreachBatch(runner)
-        .option("checkpointLocation", lake.checkpoint(CHECKPOINT))
+        .option("checkpointLocation", runner.lake.checkpoint(CHECKPOINT))
     )
     writer = (
         writer.trigger(availableNow=True)
@@ -255,9 +303,6 @@ def run(
         if query.isActive:
             query.stop()
         runner.storage.close()
-    if args.available_now:
-        print("summary:\n" + runner.progress.summary(), file=out, flush=True)
-    return 0
 
 
 def main(

@@ -1,5 +1,6 @@
 """Faults (issue 9): a worker killed mid-replay on a cluster, a driver killed at several
-points and restarted, producers appending while a continuous job runs.
+points and restarted, producers appending while a continuous job runs, the input stream's
+planner connecting back too late.
 
 Each run is compared with an uninterrupted one (chispa, ordered by keys): nothing may be
 lost or written twice. Every process a test starts runs in its own process group and is
@@ -9,6 +10,7 @@ killed at the end, whatever the outcome.
 from __future__ import annotations
 
 import datetime as dt
+import io
 import re
 import shutil
 import signal
@@ -16,6 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -23,10 +26,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from jobs import demo
+from jobs import demo, route
 from routing.io.lake import Lake
+from routing.io.lake_events import register
 from routing.plan import schemas
-from tests.lakeio import append
+from tests.frames import assert_rows_equal
+from tests.lakeio import append, at, read_table
 from tests.test_cluster import (
     BROKER,
     ROOT,
@@ -302,3 +307,59 @@ def test_producers_appending_while_the_job_runs_lose_nothing(spark, tmp_path):
     assert rows_in(output) == expected
     assert len(BATCH_LINE.findall(output)) >= 2, output
     assert_lakes_equal(spark, Path(lake.root), Path(reference.root))
+
+
+def slow_planner_python(folder: Path) -> Path:
+    """A Python interpreter for Spark whose first input-stream planner (the Python process a
+    query starts for ``lake_events``) never connects back: it sleeps past the ten seconds
+    Spark waits for it, then ends. Every other process starts at once."""
+    python, once = folder / "python", folder / "slowed-once"
+    python.write_text(
+        "#!/bin/sh\n"
+        'case "$*" in *python_streaming_source_runner*)\n'
+        f"  mkdir '{once}' 2>/dev/null && sleep 12 && exit 1 ;;\n"
+        "esac\n"
+        f"exec '{sys.executable}' \"$@\"\n"
+    )
+    python.chmod(0o755)
+    return python
+
+
+def test_a_planner_that_connects_back_too_late_makes_the_query_start_again(spark, tmp_path):
+    # a driver whose CPUs were taken by other work failed the whole job this way (CI)
+    lake = Lake.at(tmp_path / "lake")
+    conf = tmp_path / "broker.xml"
+    conf.write_text(
+        '<configuration xmlns="urn:activemq"><core xmlns="urn:activemq:core"><addresses>'
+        '<address name="orders"><anycast><queue name="orders"/></anycast></address>'
+        "</addresses></core></configuration>"
+    )
+    sent = [{"message_id": m, "address": "orders", "sent_at": at(m)} for m in (1, 2)]
+    append(lake.address_table("orders"), sent, schemas.MESSAGE)
+    session = spark.newSession()
+    out, err = io.StringIO(), io.StringIO()
+
+    def job() -> int:
+        context = spark.sparkContext
+        python, context.pythonExec = context.pythonExec, str(slow_planner_python(tmp_path))
+        try:
+            register(session)  # the source's Python processes start with the slow interpreter
+        finally:
+            context.pythonExec = python
+        argv = ["--conf", str(conf), "--lake", lake.root, "--available-now"]
+        return route.main(argv, spark=session, out=out, err=err)
+
+    # in a thread of its own, as the conformance scenarios run: the test thread's active
+    # session already has a lake_events source, which Spark would not register again
+    with ThreadPoolExecutor(1) as pool:
+        assert pool.submit(job).result() == 0, err.getvalue()
+    assert "(Python worker failed to connect back); starting it again" in err.getvalue()
+    queue_rows = spark.createDataFrame(read_table(lake.queue_messages))
+    assert_rows_equal(
+        queue_rows.select("queue", "message_id", "status", "delivery_count"),
+        spark.createDataFrame(
+            [("orders", 1, "PENDING", 0), ("orders", 2, "PENDING", 0)],
+            "queue string, message_id long, status string, delivery_count int",
+        ),
+        ["message_id"],
+    )
