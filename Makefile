@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 JARS := jars/lib/.fetched
 LOCAL_FS := jars/build/routing-localfs.jar
-DELTA_APPEND := jars/build/routing-delta.jar
+JOB_JAR := jars/build/routing-job.jar
 CLASS_ARCHIVE := jars/build/spark-classes.jsa
 LAKE ?= lake
 CONF ?= conf/broker.xml
@@ -13,7 +13,7 @@ SPARK_JARS = $(PY) -c 'import pathlib, pyspark; print(pathlib.Path(pyspark.__fil
 
 .PHONY: setup run test lint bench clean
 
-setup: $(STAMP) $(JARS) $(LOCAL_FS) $(DELTA_APPEND) $(CLASS_ARCHIVE)
+setup: $(STAMP) $(JARS) $(LOCAL_FS) $(JOB_JAR) $(CLASS_ARCHIVE)
 
 # Delta's JVM connector (jars/pom.xml), handed to Spark by routing/session.py; offline afterwards.
 $(JARS): jars/pom.xml
@@ -32,16 +32,17 @@ $(LOCAL_FS): $(wildcard jars/src/routing/localfs/*.java) $(STAMP)
 		jars/src/routing/localfs/*.java
 	jar cf $@ -C jars/build/classes .
 
-# Delta's append without its check of the table's transactions (routing/io/storage.py).
-$(DELTA_APPEND): $(wildcard jars/src/routing/delta/*.java) $(STAMP) $(JARS)
+# The job's own classes (routing/io/storage.py, routing/io/lake_events.py): Delta's append
+# without its check of the table's transactions, the input stream's source in the JVM.
+$(JOB_JAR): $(wildcard jars/src/routing/delta/*.java jars/src/routing/stream/*.java) $(STAMP) $(JARS)
 	@command -v javac >/dev/null 2>&1 || { echo "need javac (a Java 17 JDK), e.g. apt-get install openjdk-17-jdk-headless"; exit 1; }
-	rm -rf jars/build/delta-classes && mkdir -p jars/build/delta-classes
-	javac --release 17 -nowarn -d jars/build/delta-classes -cp "$$($(SPARK_JARS))/*:jars/lib/*" \
-		jars/src/routing/delta/*.java
-	jar cf $@ -C jars/build/delta-classes .
+	rm -rf jars/build/job-classes && mkdir -p jars/build/job-classes
+	javac --release 17 -nowarn -d jars/build/job-classes -cp "$$($(SPARK_JARS))/*:jars/lib/*" \
+		jars/src/routing/delta/*.java jars/src/routing/stream/*.java
+	jar cf $@ -C jars/build/job-classes .
 
 # The classes a job loads, recorded once from a small demo (jobs/class_archive.py).
-$(CLASS_ARCHIVE): $(JARS) $(LOCAL_FS) $(DELTA_APPEND) $(STAMP)
+$(CLASS_ARCHIVE): $(JARS) $(LOCAL_FS) $(JOB_JAR) $(STAMP)
 	$(PY) -m jobs.class_archive --to $@
 
 $(STAMP): pyproject.toml

@@ -47,6 +47,7 @@ from routing.io.lake_events import (
     check_lake,
     parse_as_of,
     read_events,
+    stream,
     stream_options,
 )
 from routing.io.session import SMALL_BATCH_CONF, small_batch
@@ -277,7 +278,7 @@ def _run_query(args: argparse.Namespace, runner: BatchRunner) -> None:
     """Start the query, wait until it is done or stopped (SIGTERM, SIGINT), then stop it."""
     options = stream_options(as_of=runner.as_of, max_events_per_trigger=args.max_events_per_trigger)
     writer = (
-        runner.storage.events(runner.spark, options)
+        stream(runner.spark, runner.lake.root, options)
         .writeStream.foreachBatch(runner)
         .option("checkpointLocation", runner.lake.checkpoint(CHECKPOINT))
     )

@@ -6,8 +6,8 @@ own failure.
 
 Two at a time: the Python data sources that once read and wrote every row could
 corrupt a map Spark shares between concurrent queries (docs/DESIGN.md, "Running
-several queries in one process"); with delta-spark the one storage path, the only
-Python source left plans slices, and scenarios run side by side.
+several queries in one process"); the input stream is now a source of the JVM, planned
+by an object of each query's own in this process, and scenarios run side by side.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from routing.io.lake_events import register
 from tests.conformance import Scenario, load
 from tests.conftest import SHARED
 
@@ -40,7 +39,6 @@ def outcomes(request, spark, tmp_path_factory):
     def run(path: Path) -> None:
         if not hasattr(sessions, "spark"):
             sessions.spark = spark.newSession()
-            register(sessions.spark)
         Scenario(load(path), tmp_path_factory.mktemp(path.stem), sessions.spark).run()
 
     futures: dict[Path, Future] = {path: pool.submit(run, path) for path in selected}

@@ -28,7 +28,7 @@ import pytest
 
 from jobs import demo, route
 from routing.io.lake import Lake
-from routing.io.lake_events import register
+from routing.io.lake_events import INPUT_SOURCE
 from routing.plan import schemas
 from tests.frames import assert_rows_equal
 from tests.lakeio import append, at, read_table
@@ -340,17 +340,18 @@ def test_a_planner_that_connects_back_too_late_makes_the_query_start_again(spark
     out, err = io.StringIO(), io.StringIO()
 
     def job() -> int:
+        session.conf.set(INPUT_SOURCE, "python")  # the JVM's source starts no such process
         context = spark.sparkContext
+        # the source's Python processes start with the interpreter of its registration
         python, context.pythonExec = context.pythonExec, str(slow_planner_python(tmp_path))
         try:
-            register(session)  # the source's Python processes start with the slow interpreter
+            argv = ["--conf", str(conf), "--lake", lake.root, "--available-now"]
+            return route.main(argv, spark=session, out=out, err=err)
         finally:
             context.pythonExec = python
-        argv = ["--conf", str(conf), "--lake", lake.root, "--available-now"]
-        return route.main(argv, spark=session, out=out, err=err)
 
-    # in a thread of its own, as the conformance scenarios run: the test thread's active
-    # session already has a lake_events source, which Spark would not register again
+    # in a thread of its own, as the conformance scenarios run: a thread's active session
+    # with a lake_events source of its own would keep the job from registering its own
     with ThreadPoolExecutor(1) as pool:
         assert pool.submit(job).result() == 0, err.getvalue()
     assert "(Python worker failed to connect back); starting it again" in err.getvalue()

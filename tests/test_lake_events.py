@@ -12,9 +12,17 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from routing.broker.layout import ROUTING_APP_PREFIX
 from routing.io.delta_tables import TableFiles, commit_app_ids, epoch_micros
 from routing.io.lake import Lake
-from routing.io.lake_events import UNBOUNDED, LakeEventsReader, batch_rows, read_events
+from routing.io.lake_events import (
+    INPUT_SOURCE,
+    UNBOUNDED,
+    LakeEventsReader,
+    batch_rows,
+    read_events,
+    stream,
+)
 from routing.io.session import SMALL_BATCH_ROWS, small_batch
 from routing.io.storage import append as job_append
+from routing.io.storage import session_conf
 from routing.plan import schemas
 from tests.lakeio import append, at
 
@@ -36,7 +44,13 @@ def deliver(lake: Lake, *events: tuple[str, int, str, int]) -> None:
     )
 
 
-def run(spark, lake: Lake, checkpoint: str, each=None, **options) -> list:
+SOURCES = ["jvm", "python"]
+"""The stream's two sources (:data:`INPUT_SOURCE`): planned in the driver for the JVM's, in
+Spark's Python processes for the ``lake_events`` data source. The tests of what a batch
+holds run on both; the others on the default, the JVM's."""
+
+
+def run(spark, lake: Lake, checkpoint: str, each=None, source: str = "jvm", **options) -> list:
     """Run the stream available-now; return ``each`` of each micro-batch's slices (by
     default, its input rows)."""
     if each is None:
@@ -45,12 +59,10 @@ def run(spark, lake: Lake, checkpoint: str, each=None, **options) -> list:
             return read_events(spark, slices).collect()
 
     batches: list = []
-    reader = spark.readStream.format("lake_events")
-    for key, value in options.items():
-        reader = reader.option(key, str(value))
+    with session_conf(spark, {INPUT_SOURCE: source}):
+        events = stream(spark, lake.root, {key: str(value) for key, value in options.items()})
     query = (
-        reader.load(lake.root)
-        .writeStream.foreachBatch(lambda df, _: batches.append(each(df.collect())))
+        events.writeStream.foreachBatch(lambda df, _: batches.append(each(df.collect())))
         .option("checkpointLocation", checkpoint)
         .trigger(availableNow=True)
         .start()
@@ -63,7 +75,8 @@ def key(row) -> tuple:
     return (row.source, row.message_id, row.sent_at or row.at)
 
 
-def test_every_input_table_in_one_stream(spark, tmp_path):
+@pytest.mark.parametrize("source", SOURCES)
+def test_every_input_table_in_one_stream(spark, tmp_path, source):
     lake = Lake.at(tmp_path)
     send(lake, "orders", (1, 0), (2, 10))
     send(lake, "a/b", (3, 5))
@@ -73,7 +86,7 @@ def test_every_input_table_in_one_stream(spark, tmp_path):
         [{"op": "MOVE", "queue": "q", "message_id": 2, "to_queue": "r", "at": at(30)}],
         schemas.MANAGEMENT,
     )
-    batches = run(spark, lake, str(tmp_path / "ck"))
+    batches = run(spark, lake, str(tmp_path / "ck"), source=source)
     rows = [r for b in batches for r in b]
     assert sorted((r.source, r.message_id) for r in rows) == [
         ("addresses/a=2Fb", 3),
@@ -100,15 +113,16 @@ def test_a_batch_knows_its_size_from_its_slices(spark, tmp_path):
     )
 
 
-def test_a_rate_limit_cuts_in_event_time_and_loses_nothing(spark, tmp_path):
+@pytest.mark.parametrize("source", SOURCES)
+def test_a_rate_limit_cuts_in_event_time_and_loses_nothing(spark, tmp_path, source):
     lake = Lake.at(tmp_path)
     # one commit per 100 ms of event time per table, interleaved across tables
     for step in range(8):
         send(lake, "a", *[(step * 10 + i, step * 100 + i * 10) for i in range(5)])
         send(lake, "b", (1000 + step, step * 100 + 50))
         deliver(lake, ("q", step * 10, "ACK", step * 100 + 60))
-    whole = run(spark, lake, str(tmp_path / "ck1"))
-    cut = run(spark, lake, str(tmp_path / "ck2"), maxEventsPerTrigger=12)
+    whole = run(spark, lake, str(tmp_path / "ck1"), source=source)
+    cut = run(spark, lake, str(tmp_path / "ck2"), source=source, maxEventsPerTrigger=12)
 
     assert len(cut) > 3
     assert sorted(key(r) for b in cut for r in b) == sorted(key(r) for b in whole for r in b)

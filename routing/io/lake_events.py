@@ -34,8 +34,11 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from itertools import groupby
+from typing import ClassVar
 
 import pyarrow as pa
+from pyspark.errors import AnalysisException
+from pyspark.java_gateway import ensure_callback_server_started
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -51,6 +54,7 @@ from pyspark.sql.types import StructType
 from routing.broker import layout
 from routing.io import lake
 from routing.io.delta_tables import DataFile, TableFiles, arrow_schema, epoch_micros, is_table
+from routing.io.jvm import jvm_class
 from routing.plan._columns import literal_map, local_frame, union_of
 from routing.plan.normalise import EVENT, POSITION, kind_of, normalise
 
@@ -285,6 +289,10 @@ class LakeEventsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         """One partition holding every slice of the batch: they are few, and small."""
+        return [SlicePartition(self.slices(start, end))]
+
+    def slices(self, start: dict, end: dict) -> list[tuple]:
+        """The batch's slices (:data:`SLICE` rows)."""
         slices: list[tuple] = []
         for source, version in end["tables"].items():
             table = self.lake.table(source)
@@ -299,7 +307,7 @@ class LakeEventsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 slice_row(source, table, f, None, end["until"], schema)
                 for f in self._log(source).added(seen, version)
             ]
-        return [SlicePartition(slices)]
+        return slices
 
     def read(self, partition: InputPartition) -> Iterator[tuple]:
         # Spark plans one bare InputPartition when partitions() returns none
@@ -434,4 +442,78 @@ def micros_of_iso(text: str) -> int | None:
 
 def register(spark: SparkSession) -> None:
     """Register the ``lake_events`` source with the session (idempotent)."""
-    spark.dataSource.register(LakeEventsDataSource)
+    try:
+        spark.dataSource.register(LakeEventsDataSource)
+    except AnalysisException as error:
+        if error.getCondition() != "DATA_SOURCE_ALREADY_EXISTS":
+            raise
+
+
+JVM_SOURCE = "routing.stream.LakeEventsSource"
+"""The input stream's source in the JVM (jars/src/routing/stream, in the job's jar), whose
+batches :class:`LakeEventsPlanner` plans in the driver."""
+INPUT_SOURCE = "spark.routing.inputSource"
+"""The session setting that picks the stream's source: ``jvm`` (:data:`JVM_SOURCE`, the
+default where the job's jar is on the classpath) or ``python`` (``lake_events``)."""
+
+
+class LakeEventsPlanner:
+    """The stream's batches planned in the driver's interpreter for :data:`JVM_SOURCE`,
+    which calls it through py4j's callback server (as Spark calls ``foreachBatch``):
+    the offsets and slices of a :class:`LakeEventsReader`, as JSON.
+
+    Spark runs a Python source in Python processes of its own: one for its schema, one
+    for a query's offsets, a Python task to read each batch's slices back. Each imports
+    PySpark, pandas and Arrow before it answers (a second or more of a job's start, more
+    on a loaded machine, where Spark's ten seconds for it to connect back ran out), and
+    the first Python task starts the workers' daemon (docs/DESIGN.md).
+    """
+
+    def __init__(self, reader: LakeEventsReader) -> None:
+        self.reader = reader
+
+    def initialOffset(self) -> str:
+        return json.dumps(self.reader.initialOffset())
+
+    def defaultMaxRows(self) -> int:
+        return self.reader.max_events or 0
+
+    def latestOffset(self, start: str, max_rows: int) -> str:
+        limit = ReadMaxRows(max_rows) if max_rows > 0 else ReadAllAvailable()
+        return json.dumps(self.reader.latestOffset(json.loads(start), limit))
+
+    def slices(self, start: str, end: str) -> str:
+        return json.dumps(self.reader.slices(json.loads(start), json.loads(end)))
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.reader.prepareForTriggerAvailableNow()
+
+    class Java:  # py4j: the Java interface this object implements
+        implements: ClassVar[list[str]] = ["routing.stream.LakeEventsPlanner"]
+
+
+def stream(spark: SparkSession, root: str, options: Mapping[str, str]) -> DataFrame:
+    """The input stream over the lake at ``root``: a row per slice a batch reads
+    (:data:`SLICE`; :func:`read_events` reads them). Planned in the driver through
+    :data:`JVM_SOURCE` where the job's jar is on the classpath (unless
+    :data:`INPUT_SOURCE` says ``python``), else by the ``lake_events`` Python source.
+
+    :param options: :func:`stream_options`.
+
+    Example::
+
+        stream(spark, "/lake", stream_options(as_of=t)).writeStream.foreachBatch(run)
+    """
+    source = jvm_class(spark, JVM_SOURCE)
+    if source is None or spark.conf.get(INPUT_SOURCE, "jvm") == "python":
+        register(spark)
+        return spark.readStream.format("lake_events").options(**options).load(root)
+    ensure_callback_server_started(spark.sparkContext._gateway)
+    reader = LakeEventsReader(root, {key.lower(): value for key, value in options.items()})
+    planner = source.register(LakeEventsPlanner(reader))
+    return (
+        spark.readStream.format(JVM_SOURCE)
+        .schema(from_arrow_schema(SLICE))
+        .option("planner", planner)
+        .load()
+    )

@@ -21,9 +21,10 @@ DELTA_JARS = Path(os.environ.get("ROUTING_DELTA_JARS", Path(__file__).parents[2]
 """Delta's JVM connector and its own dependencies, fetched by ``make setup`` (jars/pom.xml)."""
 LOCAL_FS_JAR = Path(__file__).parents[2] / "jars" / "build" / "routing-localfs.jar"
 """The forkless local file system (jars/src/routing/localfs), built by ``make setup``."""
-DELTA_APPEND_JAR = Path(__file__).parents[2] / "jars" / "build" / "routing-delta.jar"
-"""Delta's append without its check of the table's transactions (jars/src/routing/delta,
-:func:`routing.io.storage.append`), built by ``make setup``."""
+JOB_JAR = Path(__file__).parents[2] / "jars" / "build" / "routing-job.jar"
+"""The job's own classes, built by ``make setup``: Delta's append without its check of the
+table's transactions (jars/src/routing/delta, :func:`routing.io.storage.append`), the input
+stream's source (jars/src/routing/stream, :func:`routing.io.lake_events.stream`)."""
 
 CLASS_ARCHIVE = Path(__file__).parents[2] / "jars" / "build" / "spark-classes.jsa"
 """The classes a job loads, parsed and verified once (Java's class-data sharing), recorded
@@ -201,9 +202,9 @@ def delta_jars() -> str:
 
 
 def job_jars() -> str:
-    """Delta's connector jars and the job's own (:data:`DELTA_APPEND_JAR`, when built),
+    """Delta's connector jars and the job's own (:data:`JOB_JAR`, when built),
     comma-separated for ``spark.jars`` or ``--jars``."""
-    own = [str(DELTA_APPEND_JAR)] if DELTA_APPEND_JAR.is_file() else []
+    own = [str(JOB_JAR)] if JOB_JAR.is_file() else []
     return ",".join([delta_jars(), *own])
 
 
@@ -229,7 +230,7 @@ def build_session(
     conf: dict[str, str] | None = None,
     record_classes_to: Path | None = None,
 ) -> SparkSession:
-    """Build (or return) the session with Delta's JVM connector and the job's input source.
+    """Build (or return) the session with Delta's JVM connector and the job's own classes.
 
     Embedded default: ``local[*]`` (or ``ROUTING_SPARK_MASTER``), sized for a
     2-core machine, Python workers on this interpreter, quiet logs, Delta's jars from
@@ -278,9 +279,6 @@ def build_session(
             "Delta's JVM connector is not on the classpath: pass --packages "
             "io.delta:delta-spark_4.2_2.13:4.4.1 (or --jars) to spark-submit"
         )
-    from routing.io.lake_events import register
-
-    register(spark)
     return spark
 
 

@@ -373,10 +373,6 @@ class Storage(Protocol):
     whether a batch was written, the state and PENDING rows it starts from, the producer
     ids already taken, and one write per batch. :class:`DeltaStorage` is the lake's."""
 
-    def events(self, spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
-        """The input stream (rows naming the slices of input tables a batch reads)."""
-        ...
-
     def done(self, app_id: str, batch_id: int) -> bool:
         """True when ``batch_id`` was fully written by the query ``app_id``."""
         ...
@@ -447,14 +443,6 @@ class DeltaStorage:
     _carried: CarriedPending | None = field(default=None, init=False, repr=False)
     _ids: CarriedProducerIds | None = field(default=None, init=False, repr=False)
     _checkpoints: LogCheckpoints | None = field(default=None, init=False, repr=False)
-
-    def events(self, spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
-        """The input stream: one row per slice of an input table a batch reads
-        (:func:`routing.io.lake_events.read_events` turns them into the rows)."""
-        reader = spark.readStream.format("lake_events")
-        for key, value in options.items():
-            reader = reader.option(key, value)
-        return reader.load(self.lake.root)
 
     def done(self, app_id: str, batch_id: int) -> bool:
         """True when ``batch_id`` was fully written (its ``queue_messages`` commit landed)."""
