@@ -4,6 +4,7 @@ to the next, and how it commits its queue rows."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -323,6 +324,14 @@ def checkpoint_file(location: str, version: int) -> Path:
     return Path(location) / "_delta_log" / f"{version:020d}.checkpoint.parquet"
 
 
+def states_built(spark: SparkSession, location: str) -> list[int]:
+    """The versions of the table at ``location`` whose whole state Delta rebuilt (and
+    cached: its ``Delta Table State #<version>`` RDDs)."""
+    names = [rdd.name() for rdd in spark.sparkContext._jsc.getPersistentRDDs().values()]
+    found = (re.fullmatch(r"Delta Table State #(\d+) - (.*)/_delta_log", n or "") for n in names)
+    return sorted(int(m[1]) for m in found if m and m[2].endswith(location))
+
+
 def test_an_append_due_a_checkpoint_leaves_it_to_the_job(spark, tmp_path):
     rows = local_frame(
         spark, [queue_row(1, "PENDING")], schemas.spark_schema(schemas.QUEUE_MESSAGE)
@@ -339,6 +348,8 @@ def test_an_append_due_a_checkpoint_leaves_it_to_the_job(spark, tmp_path):
     assert checkpoints.waiting == {ours: 2}
     assert not checkpoint_file(ours, 2).exists()
     assert checkpoint_file(delta, 2).exists()  # Delta's commit writes it before returning
+    # nor does the commit rebuild the table's state for its statistics, as Delta's does
+    assert (states_built(spark, ours), states_built(spark, delta)) == ([], [2])
     checkpoints.close()
     assert checkpoint_file(ours, 2).exists()
     last = json.loads((Path(ours) / "_delta_log" / "_last_checkpoint").read_text())

@@ -10,11 +10,12 @@ import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.delta.DeltaLog;
 import org.apache.spark.sql.delta.DeltaOperations;
 import org.apache.spark.sql.delta.DeltaOptions;
+import org.apache.spark.sql.delta.OptimisticTransaction;
+import org.apache.spark.sql.delta.OptimisticTransaction$;
 import org.apache.spark.sql.delta.Snapshot;
 import org.apache.spark.sql.delta.actions.Action;
 import org.apache.spark.sql.delta.commands.DMLUtils;
 import org.apache.spark.sql.delta.commands.WriteIntoDelta;
-import org.apache.spark.sql.delta.hooks.CheckpointHook$;
 
 import scala.Option;
 import scala.collection.immutable.Seq;
@@ -31,9 +32,10 @@ import scala.jdk.javaapi.CollectionConverters;
  * log (routing/io/storage.py, {@code append}), and calls this only when the answer is no.
  *
  * <p>A commit whose version is a multiple of the table's {@code delta.checkpointInterval}
- * writes a checkpoint of the log before it returns (Delta's {@code CheckpointHook}): a second
- * or more inside a small batch. Asked to, the append leaves it out and says which version is
- * due, and the job writes it beside its next batch ({@link #checkpoint}).
+ * writes a checkpoint of the log before it returns (Delta's {@code CheckpointHook}), and its
+ * statistics rebuild the table's state: a second or more inside a small batch. Asked to, the
+ * append leaves both out ({@link CheckpointDeferred}) and says which version is due, and the
+ * job writes it beside its next batch ({@link #checkpoint}).
  */
 public final class AppTransactionAppend {
   private AppTransactionAppend() {}
@@ -84,28 +86,45 @@ public final class AppTransactionAppend {
             mergeSchema,
             Option.empty(),
             Option.empty());
-    long[] due = {-1L};
-    log.withNewTransaction(
-        Option.empty(),
-        Option.empty(),
-        txn -> {
-          if (deferCheckpoint) {
-            txn.unregisterPostCommitHooksWhere(hook -> hook == CheckpointHook$.MODULE$);
-          }
-          DMLUtils.TaggedCommitData<Action> commit =
-              write.writeAndReturnCommitData(txn, spark, Option.empty(), false);
-          Option<Object> version =
-              txn.commitIfNeeded(commit.actions(), operation, commit.stringTags());
-          if (deferCheckpoint && version.isDefined()) {
-            long committed = (Long) version.get();
-            int interval = log.checkpointInterval(txn.metadata());
-            if (committed != 0 && committed % interval == 0) {
-              due[0] = committed;
-            }
-          }
-          return version;
-        });
-    return due[0];
+    OptimisticTransaction txn =
+        deferCheckpoint
+            ? new CheckpointDeferred(log)
+            : log.startTransaction(Option.empty(), Option.empty());
+    OptimisticTransaction$.MODULE$.setActive(txn);
+    try {
+      DMLUtils.TaggedCommitData<Action> commit =
+          write.writeAndReturnCommitData(txn, spark, Option.empty(), false);
+      Option<Object> version = txn.commitIfNeeded(commit.actions(), operation, commit.stringTags());
+      if (deferCheckpoint && version.isDefined()) {
+        long committed = (Long) version.get();
+        int interval = log.checkpointInterval(txn.metadata());
+        if (committed != 0 && committed % interval == 0) {
+          return committed;
+        }
+      }
+      return -1L;
+    } finally {
+      OptimisticTransaction$.MODULE$.clearActive();
+    }
+  }
+
+  /**
+   * A transaction that never takes its commit for one due a checkpoint. Delta's commit asks
+   * {@link OptimisticTransaction#isCheckpointNeeded} once: true runs the {@code CheckpointHook},
+   * and also has the commit's statistics count the table's files and bytes from the new
+   * snapshot's full state (a state reconstruction, two Spark queries, in the committing thread,
+   * for usage statistics alone; Delta takes them as free where a checkpoint will build that
+   * state anyway). Unregistering the hook alone left the reconstruction in the commit.
+   */
+  private static final class CheckpointDeferred extends OptimisticTransaction {
+    CheckpointDeferred(DeltaLog log) {
+      super(log, Option.empty(), Option.<Snapshot>empty());
+    }
+
+    @Override
+    public boolean isCheckpointNeeded(long version, Snapshot postCommitSnapshot) {
+      return false;
+    }
   }
 
   /**
