@@ -1,6 +1,8 @@
 """The job's input: every input table of a lake as one stream, cut in event time.
 
-``spark.readStream.format("lake_events").load(lake_root)`` plans the batches: its
+``stream(spark, lake_root, options)`` is the stream: a source of the JVM's whose batches
+:class:`LakeEventsReader` plans in the driver (:class:`LakeEventsPlanner`), or, without the
+job's jar, the ``lake_events`` Python data source around the same reader. Its
 offsets are ``{"base": {source: v}, "tables": {source: v}, "until": t, "asOf": a}``
 and a batch holds the rows of every ``addresses/*`` table, ``deliveries/`` and
 ``management/`` of those table versions whose event time (``sent_at`` or ``at``) is

@@ -369,9 +369,10 @@ def append_tables(
 
 
 class Storage(Protocol):
-    """What the routing job needs of its storage (:mod:`jobs.route`): the input stream,
-    whether a batch was written, the state and PENDING rows it starts from, the producer
-    ids already taken, and one write per batch. :class:`DeltaStorage` is the lake's."""
+    """What the routing job needs of its storage (:mod:`jobs.route`): whether a batch was
+    written, the state and PENDING rows it starts from, the producer ids already taken, and
+    one write per batch (the input stream is :func:`routing.io.lake_events.stream`'s).
+    :class:`DeltaStorage` is the lake's."""
 
     def done(self, app_id: str, batch_id: int) -> bool:
         """True when ``batch_id`` was fully written by the query ``app_id``."""

@@ -68,11 +68,6 @@ public final class LakeEventsSource implements TableProvider {
     return name;
   }
 
-  /** Whether the planner {@code name} is still known (a stream that stopped forgets it). */
-  public static boolean registered(String name) {
-    return PLANNERS.containsKey(name);
-  }
-
   @Override
   public StructType inferSchema(CaseInsensitiveStringMap options) {
     throw new IllegalArgumentException(
@@ -93,18 +88,17 @@ public final class LakeEventsSource implements TableProvider {
       throw new IllegalArgumentException(
           "routing.stream.LakeEventsSource: no planner " + name + " (LakeEventsSource.register)");
     }
-    return new EventsTable(schema, planner, name);
+    return new EventsTable(new Planned(schema, planner, name));
   }
 
-  private static final class EventsTable implements SupportsRead {
-    private final StructType schema;
-    private final LakeEventsPlanner planner;
-    private final String name;
+  /** A stream of this source: its columns, and its planner, registered as {@code name}. */
+  private record Planned(StructType schema, LakeEventsPlanner planner, String name) {}
 
-    EventsTable(StructType schema, LakeEventsPlanner planner, String name) {
-      this.schema = schema;
-      this.planner = planner;
-      this.name = name;
+  private static final class EventsTable implements SupportsRead {
+    private final Planned planned;
+
+    EventsTable(Planned planned) {
+      this.planned = planned;
     }
 
     @Override
@@ -114,7 +108,7 @@ public final class LakeEventsSource implements TableProvider {
 
     @Override
     public StructType schema() {
-      return schema;
+      return planned.schema();
     }
 
     @Override
@@ -128,12 +122,12 @@ public final class LakeEventsSource implements TableProvider {
           new Scan() {
             @Override
             public StructType readSchema() {
-              return schema;
+              return planned.schema();
             }
 
             @Override
             public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
-              return new EventsStream(schema, planner, name);
+              return new EventsStream(planned);
             }
           };
     }
@@ -155,14 +149,12 @@ public final class LakeEventsSource implements TableProvider {
 
   private static final class EventsStream
       implements MicroBatchStream, SupportsTriggerAvailableNow {
-    private final StructType schema;
     private final LakeEventsPlanner planner;
-    private final String name;
+    private final Planned planned;
 
-    EventsStream(StructType schema, LakeEventsPlanner planner, String name) {
-      this.schema = schema;
-      this.planner = planner;
-      this.name = name;
+    EventsStream(Planned planned) {
+      this.planner = planned.planner();
+      this.planned = planned;
     }
 
     @Override
@@ -206,7 +198,7 @@ public final class LakeEventsSource implements TableProvider {
         throw new UncheckedIOException(e);
       }
       InternalRow[] rows = new InternalRow[slices.size()];
-      StructField[] fields = schema.fields();
+      StructField[] fields = planned.schema().fields();
       for (int r = 0; r < rows.length; r++) {
         JsonNode slice = slices.get(r);
         Object[] values = new Object[fields.length];
@@ -228,7 +220,7 @@ public final class LakeEventsSource implements TableProvider {
 
     @Override
     public void stop() {
-      PLANNERS.remove(name);
+      PLANNERS.remove(planned.name());
     }
   }
 
