@@ -516,6 +516,6 @@ def stream(spark: SparkSession, root: str, options: Mapping[str, str]) -> DataFr
     return (
         spark.readStream.format(JVM_SOURCE)
         .schema(from_arrow_schema(SLICE))
-        .option("planner", planner)
+        .option(source.PLANNER, planner)
         .load()
     )

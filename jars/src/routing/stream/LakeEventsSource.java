@@ -149,17 +149,15 @@ public final class LakeEventsSource implements TableProvider {
 
   private static final class EventsStream
       implements MicroBatchStream, SupportsTriggerAvailableNow {
-    private final LakeEventsPlanner planner;
     private final Planned planned;
 
     EventsStream(Planned planned) {
-      this.planner = planned.planner();
       this.planned = planned;
     }
 
     @Override
     public Offset initialOffset() {
-      return new PlannedOffset(planner.initialOffset());
+      return new PlannedOffset(planned.planner().initialOffset());
     }
 
     @Override
@@ -169,14 +167,14 @@ public final class LakeEventsSource implements TableProvider {
 
     @Override
     public ReadLimit getDefaultReadLimit() {
-      long rows = planner.defaultMaxRows();
+      long rows = planned.planner().defaultMaxRows();
       return rows > 0 ? ReadLimit.maxRows(rows) : ReadLimit.allAvailable();
     }
 
     @Override
     public Offset latestOffset(Offset start, ReadLimit limit) {
       long rows = limit instanceof ReadMaxRows max ? max.maxRows() : 0;
-      return new PlannedOffset(planner.latestOffset(start.json(), rows));
+      return new PlannedOffset(planned.planner().latestOffset(start.json(), rows));
     }
 
     @Override
@@ -186,14 +184,14 @@ public final class LakeEventsSource implements TableProvider {
 
     @Override
     public void prepareForTriggerAvailableNow() {
-      planner.prepareForTriggerAvailableNow();
+      planned.planner().prepareForTriggerAvailableNow();
     }
 
     @Override
     public InputPartition[] planInputPartitions(Offset start, Offset end) {
       JsonNode slices;
       try {
-        slices = JSON.readTree(planner.slices(start.json(), end.json()));
+        slices = JSON.readTree(planned.planner().slices(start.json(), end.json()));
       } catch (IOException e) {
         throw new UncheckedIOException(e);
       }
