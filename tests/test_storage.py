@@ -46,9 +46,12 @@ def write_batch(
     batch_id: int,
     rows: list,
     producer_ids: tuple[int, ...] = (),
+    *,
+    folded: bool = False,
 ) -> None:
     """One batch as the job runs it: its PENDING rows and the producer ids taken read,
-    then its queue rows and the ``producer_ids`` it accepted written."""
+    then its queue rows and the ``producer_ids`` it accepted written (``folded``: the queue
+    rows were computed from the PENDING rows read, :class:`Outputs`)."""
     storage.pending(spark)
     storage.taken(spark, batch_id)
     queue_rows = local_frame(spark, rows, schemas.spark_schema(schemas.QUEUE_MESSAGE))
@@ -60,7 +63,7 @@ def write_batch(
         no_journal.withColumn(TABLE, F.lit(layout.JOURNAL)),
         ids.withColumn(TABLE, F.lit(layout.PRODUCER_IDS)),
     ]
-    outputs = Outputs(tagged, queue_rows, ids, rows_in=len(rows) + len(producer_ids))
+    outputs = Outputs(tagged, queue_rows, len(rows) + len(producer_ids), folded)
     storage.write(outputs, JobState(), APP, batch_id)
 
 
@@ -118,6 +121,46 @@ def test_a_batch_too_large_to_carry_leaves_the_next_to_read_delta(spark, tmp_pat
 
     assert pending.inputFiles() != []
     assert sorted(r.message_id for r in pending.collect()) == [1, 2]
+
+
+def test_a_batch_of_new_messages_carries_the_rows_its_write_kept(spark, tmp_path):
+    lake = Lake.at(tmp_path / "lake")
+    storage = DeltaStorage(lake)
+    write_batch(spark, storage, 0, [queue_row(1, "PENDING"), queue_row(2, "PENDING")])
+    # no row of batches 1 and 2 has the key of a PENDING row: nothing to take out
+    write_batch(spark, storage, 1, [queue_row(3, "PENDING"), queue_row(4, "ACKED")])
+    write_batch(spark, storage, 2, [queue_row(5, "PENDING")])
+
+    carried = storage.pending(spark)
+
+    assert storage._carried is not None
+    assert len(storage._carried.parts) == 3  # batch 0's rows, then each batch's as kept
+    assert storage._carried.count == 4
+    assert carried.inputFiles() == []
+    assert_df_equality(
+        carried.orderBy("message_id"),
+        pending_in_delta(spark, lake).orderBy("message_id"),
+        ignore_nullable=True,
+    )
+
+
+@pytest.mark.parametrize("why", ["parts", "folded"])
+def test_carried_rows_are_checkpointed_into_one_frame_past_the_parts_or_after_a_fold(
+    spark, tmp_path, monkeypatch, why
+):
+    monkeypatch.setattr("routing.io.storage.CARRIED_PARTS", 2)
+    lake = Lake.at(tmp_path / "lake")
+    storage = DeltaStorage(lake)
+    write_batch(spark, storage, 0, [queue_row(1, "PENDING")])
+    write_batch(spark, storage, 1, [queue_row(2, "PENDING")], folded=why == "folded")
+    write_batch(spark, storage, 2, [queue_row(3, "PENDING"), queue_row(4, "EXPIRED")])
+
+    carried = storage.pending(spark)
+
+    assert storage._carried is not None
+    # parts: batch 0's, batch 1's, then one; folded: batch 1 checkpoints, batch 2 adds its own
+    assert len(storage._carried.parts) == (1 if why == "parts" else 2)
+    assert sorted(r.message_id for r in carried.collect()) == [1, 2, 3]
 
 
 def last_operation(spark: SparkSession, lake: Lake) -> str:

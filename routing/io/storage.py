@@ -32,6 +32,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Protocol
 
 import pyarrow as pa
@@ -52,7 +53,7 @@ from routing.io.delta_tables import (
 from routing.io.jvm import jvm_class
 from routing.io.lake import Lake
 from routing.plan import schemas
-from routing.plan._columns import local_frame, union_by_name
+from routing.plan._columns import local_frame, shuffle_partitions, union_by_name
 from routing.plan.batch import BatchResult, batch_value, batch_values
 from routing.plan.deliveries import KEY
 from routing.plan.scratch import Scratch
@@ -75,6 +76,12 @@ OVERLAPPED_ROWS = 100_000
 small batch's actions are mostly the driver's fixed work, which overlaps; a large batch's
 keep both cores and the heap busy, and side by side they contend (1M messages: every
 overlapping variant tried was 2 to 9% slower, docs/DESIGN.md)."""
+
+CARRIED_PARTS = 4
+"""Frames of PENDING rows a batch may hand the next one as a union rather than checkpointed
+into one (:meth:`CarriedPending.extended`): each a frame its batch kept already, so carrying
+them costs no Spark job. Past it, they are checkpointed into one frame, so the plans that
+read them stay small (each batch plans several over them)."""
 
 CARRIED_PRODUCER_IDS = 100_000
 """Producer ids accepted since the producer-id table was last read through Delta up to
@@ -301,6 +308,104 @@ work (the table's snapshot, the job's set-up, the statistics, the log entry), a 
 hundred milliseconds each even for a handful of rows; side by side they overlap."""
 
 
+class KeptRows:
+    """Tagged frames (``_table`` names each row's table, :func:`outputs`), each computed once
+    and kept in a scratch of its own, with their rows counted by table (:func:`count_rows`,
+    one job).
+
+    Kept as one union, every table's writer read back (deserialized) every table's rows,
+    each as wide as all their columns together: a 1M batch's journal, producer ids and
+    copies about eight times over. A frame of its own per kind of row is read by the
+    writers of its tables only, and a frame a later batch reads (the producer ids) can be
+    handed over rather than computed again (:meth:`hand_over`).
+    """
+
+    def __init__(
+        self,
+        frames: Sequence[DataFrame],
+        pool: ThreadPoolExecutor,
+        level: StorageLevel | None = StorageLevel.MEMORY_AND_DISK,
+    ) -> None:
+        """Keep ``frames`` side by side on ``pool``, at ``level`` (None: they are made of
+        frames kept already, so they are not kept again)."""
+        self._scratches = [Scratch() for _ in frames]
+        if level is None:
+            self.frames = list(frames)
+        else:
+            self.frames = list(pool.map(lambda s, f: s.keep(f, level), self._scratches, frames))
+        self.counts = count_rows(self.frames)
+
+    @property
+    def totals(self) -> dict[str, int]:
+        """The rows of every frame by table (and journal rows by event, :func:`count_key`)."""
+        return dict(sum((Counter(n) for n in self.counts), Counter()))
+
+    def rows(self, table: str) -> DataFrame | None:
+        """The kept rows of ``table``, in its schema (None: no frame holds one)."""
+        holding = [k for k, n in zip(self.frames, self.counts, strict=True) if n.get(table)]
+        if not holding:
+            return None
+        names = schema_of(table).names
+        return union_by_name([k.where(F.col(TABLE) == table).select(*names) for k in holding])
+
+    def hand_over(self, table: str) -> tuple[DataFrame, Scratch] | None:
+        """:meth:`rows` of ``table`` and a scratch holding the frames they are read from,
+        for the caller to release (:meth:`release` no longer does)."""
+        rows = self.rows(table)
+        if rows is None:
+            return None
+        held = Scratch()
+        for scratch, n in zip(self._scratches, self.counts, strict=True):
+            if n.get(table):
+                held.absorb(scratch)
+        return rows, held
+
+    def release(self) -> None:
+        for scratch in self._scratches:
+            scratch.release()
+
+
+def append_kept(
+    kept: KeptRows,
+    lake: Lake,
+    pool: ThreadPoolExecutor,
+    *,
+    app_id: str | None = None,
+    txn_version: int | None = None,
+    first: Callable[[str], bool] | None = layout.is_address_source,
+    rows_per_file: int | None = None,
+    checkpoints: LogCheckpoints | None = None,
+) -> dict[str, int]:
+    """Append ``kept`` rows to the lake: one commit per table that gets rows, the tables
+    for which ``first`` holds before the others (None: all at once), each group's commits
+    side by side on ``pool`` (:data:`CONCURRENT_COMMITS`): they are separate Delta tables,
+    each commit its own transaction. Each task writes its rows in the order it holds
+    them, in files of at most ``rows_per_file`` rows (:func:`append`, which takes
+    ``checkpoints`` too).
+
+    :return: the row counts by table (:attr:`KeptRows.totals`).
+    """
+
+    def write(table: str) -> None:
+        rows = kept.rows(table)
+        assert rows is not None  # a table written gets rows
+        append(
+            rows,
+            lake.table(table),
+            app_id=app_id,
+            txn_version=txn_version,
+            rows_per_file=rows_per_file,
+            checkpoints=checkpoints,
+        )
+
+    counts = kept.totals
+    in_group = first or (lambda _: True)
+    tables = sorted(tables_written(counts), key=lambda t: (not in_group(t), t))
+    for _, group in itertools.groupby(tables, key=in_group):
+        list(pool.map(write, group))  # the group's commits, then the next group
+    return counts
+
+
 def append_tables(
     rows: DataFrame | Sequence[DataFrame],
     lake: Lake,
@@ -312,60 +417,29 @@ def append_tables(
     rows_per_file: int | None = None,
     checkpoints: LogCheckpoints | None = None,
 ) -> dict[str, int]:
-    """Append tagged rows (``_table`` names each row's table) to the lake: one commit per
-    table, the tables for which ``first`` holds before the others (None: all at once).
-
-    :param rows: a tagged frame, or several (:func:`outputs`): each is computed once
-        (checkpointed at ``level``; None: it is made of frames kept already, so it is not
-        kept again), and a table is written from the frames that hold its rows. Kept as
-        one union, every table's writer read back (deserialized) every table's rows, each
-        as wide as all their columns together: a 1M batch's journal, producer ids and
-        copies about eight times over.
-
-    The rows are counted (:func:`count_rows`); only the tables that get rows are written.
-    The frames are kept, and the tables of each group (``first`` ones, then the others)
-    committed, concurrently (:data:`CONCURRENT_COMMITS`): they are separate Delta tables,
-    each commit its own transaction. Each task writes its rows in the order it holds
-    them, in files of at most ``rows_per_file`` rows (:func:`append`, which takes
-    ``checkpoints`` too).
+    """Append tagged rows (``_table`` names each row's table) to the lake: each frame of
+    ``rows`` (one, or several: :func:`outputs`) computed once and counted
+    (:class:`KeptRows`, at ``level``), then :func:`append_kept`; the frames are released
+    once written.
 
     :return: the row counts by table.
     """
     frames = [rows] if isinstance(rows, DataFrame) else list(rows)
-    scratch = Scratch()
-    try:
-        with ThreadPoolExecutor(CONCURRENT_COMMITS, thread_name_prefix="append") as pool:
-            kept = (
-                frames
-                if level is None
-                else list(pool.map(lambda f: scratch.keep(f, level), frames))
+    with ThreadPoolExecutor(CONCURRENT_COMMITS, thread_name_prefix="append") as pool:
+        kept = KeptRows(frames, pool, level)
+        try:
+            return append_kept(
+                kept,
+                lake,
+                pool,
+                app_id=app_id,
+                txn_version=txn_version,
+                first=first,
+                rows_per_file=rows_per_file,
+                checkpoints=checkpoints,
             )
-            found = count_rows(kept)
-
-            def write(table: str) -> None:
-                holding = [k for k, n in zip(kept, found, strict=True) if n.get(table)]
-                append(
-                    union_by_name(
-                        [
-                            k.where(F.col(TABLE) == table).select(*schema_of(table).names)
-                            for k in holding
-                        ]
-                    ),
-                    lake.table(table),
-                    app_id=app_id,
-                    txn_version=txn_version,
-                    rows_per_file=rows_per_file,
-                    checkpoints=checkpoints,
-                )
-
-            counts = dict(sum((Counter(n) for n in found), Counter()))
-            in_group = first or (lambda _: True)
-            tables = sorted(tables_written(counts), key=lambda t: (not in_group(t), t))
-            for _, group in itertools.groupby(tables, key=in_group):
-                list(pool.map(write, group))  # the group's commits, then the next group
-        return counts
-    finally:
-        scratch.release()
+        finally:
+            kept.release()
 
 
 class Storage(Protocol):
@@ -403,18 +477,48 @@ class Storage(Protocol):
 
 @dataclass(frozen=True)
 class CarriedPending:
-    """The PENDING rows of ``queue_messages`` at ``version``, checkpointed in ``scratch``."""
+    """The PENDING rows of ``queue_messages`` at ``version`` (``count`` of them): the union of
+    frames kept in ``scratch`` (``parts``), in at most ``spark.sql.shuffle.partitions``
+    partitions, as :meth:`Scratch.keep` leaves a frame."""
 
     version: int
-    rows: DataFrame
+    parts: tuple[DataFrame, ...]
     scratch: Scratch
+    count: int
+
+    @cached_property
+    def rows(self) -> DataFrame:
+        unioned = union_by_name(list(self.parts))
+        return unioned.coalesce(max(shuffle_partitions(unioned.sparkSession), 1))
+
+    def extended(self, written: QueueRows, pending: int, version: int) -> CarriedPending | None:
+        """These rows and the ``pending`` PENDING rows ``written`` by a batch that changed
+        none of them (no key in common), without a Spark job: the written frame, kept
+        already, joins the parts, and its scratch this one's.
+
+        None when the union would outgrow :data:`CARRIED_PENDING_ROWS` rows or
+        :data:`CARRIED_PARTS` frames: the rows are checkpointed into one frame then
+        (:meth:`DeltaStorage._carry`).
+        """
+        part = written.rows.where(
+            F.col(schemas.QUEUE_MESSAGES_PARTITION) == schemas.PENDING
+        ).select(*schemas.QUEUE_MESSAGE.names)
+        count = self.count + pending
+        if len(self.parts) >= CARRIED_PARTS or count > CARRIED_PENDING_ROWS:
+            return None
+        self.scratch.absorb(written.scratch)
+        return CarriedPending(version, (*self.parts, part), self.scratch, count)
 
 
 @dataclass(frozen=True)
 class CarriedProducerIds:
     """The producer ids of ``_state/producer_ids`` at ``version``: the table read through
     Delta at an earlier version (``base``, pinned: read again, it rebuilds nothing) and
-    the ids the job's batches appended since (``added``, checkpointed in ``scratch``)."""
+    the ids the job's batches appended since (``added``, checkpointed in ``scratch``).
+
+    Unlike the PENDING rows (:class:`CarriedPending`), the ids added are checkpointed into
+    one frame every batch: each batch's duplicate check (:mod:`routing.plan.inputs`) plans
+    a join over them, and over a union of a frame a batch it took 0.4 s longer."""
 
     version: int
     base: DataFrame
@@ -425,6 +529,21 @@ class CarriedProducerIds:
     def rows(self) -> DataFrame:
         """Every producer id of the table at ``version`` (``PRODUCER_ID`` rows)."""
         return self.base if self.added is None else self.base.unionByName(self.added)
+
+
+@dataclass(frozen=True)
+class QueueRows:
+    """A batch's queue rows, kept in ``scratch`` and counted (:meth:`DeltaStorage.write`):
+    ``count`` rows, ``updates`` whether one may update a PENDING row, and ``pending`` how
+    many are PENDING (None: not counted, the batch's PENDING rows were not carried).
+    ``read_pending``: :attr:`Outputs.queue_rows_read_pending`."""
+
+    rows: DataFrame
+    scratch: Scratch
+    read_pending: bool
+    count: int
+    updates: bool
+    pending: int | None
 
 
 @dataclass
@@ -525,35 +644,50 @@ class DeltaStorage:
 
         :return: the rows written by table (:func:`count_rows`).
         """
-        scratch = Scratch()
         if self._checkpoints is None:
             self._checkpoints = LogCheckpoints(outputs.queue_rows.sparkSession)
 
-        def counted() -> tuple[DataFrame, int, bool]:
+        def counted() -> QueueRows:
+            scratch = Scratch()
             rows = scratch.keep(outputs.queue_rows.select(*schemas.QUEUE_MESSAGE.names))
-            return (rows, *self._count_queue_rows(rows))
+            read_pending = outputs.queue_rows_read_pending
+            return QueueRows(rows, scratch, read_pending, *self._count_queue_rows(rows))
 
-        try:
-            with ThreadPoolExecutor(1, thread_name_prefix="queue-rows") as side:
-                small = outputs.rows_in <= OVERLAPPED_ROWS
-                overlapped = side.submit(counted) if small else None
-                counts = append_tables(
-                    outputs.tagged,
+        small = outputs.rows_in <= OVERLAPPED_ROWS
+        with (
+            ThreadPoolExecutor(1, thread_name_prefix="queue-rows") as side,
+            ThreadPoolExecutor(CONCURRENT_COMMITS, thread_name_prefix="append") as pool,
+        ):
+            overlapped = side.submit(counted) if small else None
+            kept: KeptRows | None = None
+            queue: QueueRows | None = None
+            try:
+                kept = KeptRows(outputs.tagged, pool)
+                counts = append_kept(
+                    kept,
                     self.lake,
+                    pool,
                     app_id=app_id,
                     txn_version=batch_id,
                     first=None if small else layout.is_address_source,
                     checkpoints=self._checkpoints,
                 )
-                rows, merged, updates = overlapped.result() if overlapped else counted()
-            self._commit_queue_rows(rows, merged, updates, state, app_id, batch_id)
-            self._checkpoints.write_next()
-            self._carry(rows, merged, app_id)
-            self._carry_ids(outputs.producer_ids, counts.get(layout.PRODUCER_IDS, 0), app_id)
-        finally:
-            scratch.release()
-        if merged:
-            counts[layout.QUEUE_MESSAGES] = merged
+                queue = overlapped.result() if overlapped else counted()
+                self._commit_queue_rows(queue, state, app_id, batch_id)
+                self._checkpoints.write_next()
+                self._carry(queue, app_id)
+                self._carry_ids(
+                    kept.hand_over(layout.PRODUCER_IDS), counts.get(layout.PRODUCER_IDS, 0), app_id
+                )
+            finally:
+                if kept is not None:
+                    kept.release()
+                if queue is None and overlapped is not None and overlapped.exception() is None:
+                    queue = overlapped.result()  # failed before it was read: release it
+                if queue is not None:
+                    queue.scratch.release()  # no-op once carried (_carry)
+        if queue.count:
+            counts[layout.QUEUE_MESSAGES] = queue.count
         return counts
 
     def close(self) -> None:
@@ -562,67 +696,93 @@ class DeltaStorage:
             self._checkpoints.close()
             self._checkpoints = None
 
-    def _carry(self, rows: DataFrame, written: int, app_id: str) -> None:
+    def _carry(self, queue: QueueRows, app_id: str) -> None:
         """Keep the PENDING rows after this batch's commit for the next batch: those the
         batch started from that it did not write, and the PENDING ones it wrote (what the
         MERGE did to the partition). Not when the batch wrote more than
         :data:`CARRIED_PENDING_ROWS` rows or leaves more PENDING rows than that (memory stays
-        flat in a long replay), nor when the table's latest commit is not this batch's."""
+        flat in a long replay), nor when the table's latest commit is not this batch's.
+
+        When the batch started from carried rows and wrote none of their keys (a batch of
+        new messages), that is the carried rows and the PENDING ones it wrote, which its
+        write kept already: they are unioned, no Spark job (:meth:`CarriedPending.extended`).
+        Not when its queue rows were computed from the carried ones (the fold ran): a
+        checkpoint keeps the size estimate of the plan it cuts, and without CBO a join's
+        estimate is the product of its sides', so unioned batch after batch the estimate
+        of the PENDING rows would compound (each batch's queue rows about its square)
+        until planning runs out of heap. Otherwise the rows are computed, cached and
+        counted (a cached frame's estimate is its rows' size), then checkpointed."""
         read, self._read = self._read, None
         previous, self._carried = self._carried, None
         try:
-            if read is None or written > CARRIED_PENDING_ROWS:
+            if read is None or queue.count > CARRIED_PENDING_ROWS:
                 return
             location = self.lake.queue_messages
             version = table_version(location)
             if app_id not in commit_app_ids(location, version):
                 return
+            if (
+                previous is not None
+                and read is previous.rows
+                and queue.pending is not None
+                and not queue.updates
+                and not queue.read_pending
+            ):
+                self._carried = previous.extended(queue, queue.pending, version)
+                if self._carried is not None:
+                    previous = None  # its frames are the new carried rows'
+                    return
             key = list(KEY)
-            # Cached and counted before it is checkpointed: a checkpoint keeps the size
-            # estimate of the plan it cuts, and this plan's estimate compounds batch after
-            # batch (an inner join's is the product of its sides'), until planning a batch
-            # runs out of memory. A cached frame's estimate is the size of its rows.
             cached = (
-                read.join(F.broadcast(rows.select(*key)), key, "left_anti")
-                .unionByName(rows.where(F.col(schemas.QUEUE_MESSAGES_PARTITION) == schemas.PENDING))
+                read.join(F.broadcast(queue.rows.select(*key)), key, "left_anti")
+                .unionByName(
+                    queue.rows.where(F.col(schemas.QUEUE_MESSAGES_PARTITION) == schemas.PENDING)
+                )
                 .select(*schemas.QUEUE_MESSAGE.names)
                 .persist(StorageLevel.MEMORY_AND_DISK)
             )
             try:
-                if cached.count() > CARRIED_PENDING_ROWS:
+                count = cached.count()
+                if count > CARRIED_PENDING_ROWS:
                     return
                 scratch = Scratch()
                 after = scratch.keep(cached)
             finally:
                 cached.unpersist()
-            self._carried = CarriedPending(version, after, scratch)
+            self._carried = CarriedPending(version, (after,), scratch, count)
         finally:
             if previous is not None:
                 previous.scratch.release()
 
-    def _carry_ids(self, ids: DataFrame, written: int, app_id: str) -> None:
-        """Add the ``written`` producer ids the batch appended (``ids``) to those carried,
-        when its commit is the table's one version since them; otherwise, or past
+    def _carry_ids(
+        self, handed: tuple[DataFrame, Scratch] | None, written: int, app_id: str
+    ) -> None:
+        """Add the ``written`` producer ids the batch appended (``handed``: their frame as its
+        write kept it, and the scratch holding it, :meth:`KeptRows.hand_over`) to those
+        carried, when its commit is the table's one version since them; otherwise, or past
         :data:`CARRIED_PRODUCER_IDS`, drop them (the next batch reads the table again)."""
-        carried = self._ids
-        if carried is None or written == 0:
-            return  # no commit: the next batch finds the version it expects, or reads again
-        location = self.lake.producer_ids
-        version = table_version(location)
-        if (
-            version != carried.version + 1
-            or app_id not in commit_app_ids(location, version)
-            or carried.added_rows + written > CARRIED_PRODUCER_IDS
-        ):
-            self._drop_ids()
-            return
-        scratch = Scratch()
-        rows = ids.select(*schemas.PRODUCER_ID.names)
-        added = scratch.keep(rows if carried.added is None else carried.added.unionByName(rows))
-        carried.scratch.release()
-        self._ids = CarriedProducerIds(
-            version, carried.base, added, carried.added_rows + written, scratch
-        )
+        ids, handed_scratch = handed if handed is not None else (None, Scratch())
+        try:
+            carried = self._ids
+            if carried is None or ids is None or written == 0:
+                return  # no commit: the next batch finds the version it expects, or reads again
+            location = self.lake.producer_ids
+            version = table_version(location)
+            if (
+                version != carried.version + 1
+                or app_id not in commit_app_ids(location, version)
+                or carried.added_rows + written > CARRIED_PRODUCER_IDS
+            ):
+                self._drop_ids()
+                return
+            scratch = Scratch()
+            added = scratch.keep(ids if carried.added is None else carried.added.unionByName(ids))
+            carried.scratch.release()
+            self._ids = CarriedProducerIds(
+                version, carried.base, added, carried.added_rows + written, scratch
+            )
+        finally:
+            handed_scratch.release()
 
     def _drop_ids(self) -> None:
         if self._ids is not None:
@@ -630,10 +790,10 @@ class DeltaStorage:
             self._ids = None
 
     def _commit_queue_rows(
-        self, rows: DataFrame, n: int, updates: bool, state: JobState, app_id: str, batch_id: int
+        self, queue: QueueRows, state: JobState, app_id: str, batch_id: int
     ) -> None:
-        """Upsert the batch's ``n`` queue rows into the PENDING partition (``updates``: some
-        may update a PENDING row, :meth:`_count_queue_rows`).
+        """Upsert the batch's queue rows into the PENDING partition (:class:`QueueRows`,
+        counted by :meth:`_count_queue_rows`).
 
         A MERGE when a row may be one of the PENDING rows the batch started from; an append
         when none is, which is what the MERGE would do then (insert every row) without its
@@ -643,10 +803,15 @@ class DeltaStorage:
         """
         from delta.tables import DeltaTable
 
+        rows = queue.rows
         spark = rows.sparkSession
         location = self.lake.queue_messages
         # the version is checked again: the rows were counted while the others were written
-        if n == 0 or not is_table(location) or (not updates and self._started_from_carried()):
+        if (
+            queue.count == 0
+            or not is_table(location)
+            or (not queue.updates and self._started_from_carried())
+        ):
             # the first batch creates the table; an empty batch still records its
             # transaction and the job state; a batch of new keys only inserts
             append(
@@ -682,21 +847,24 @@ class DeltaStorage:
             and table_version(self.lake.queue_messages) == carried.version
         )
 
-    def _count_queue_rows(self, rows: DataFrame) -> tuple[int, bool]:
-        """How many queue rows the batch writes, and whether any may update a PENDING row
-        (one action): with the batch's PENDING rows carried, and the table still at their
-        version, whether one has the key of a row written; otherwise, assumed so."""
+    def _count_queue_rows(self, rows: DataFrame) -> tuple[int, bool, int | None]:
+        """How many queue rows the batch writes, whether any may update a PENDING row, and
+        how many are PENDING (one action): with the batch's PENDING rows carried, and the
+        table still at their version, whether one has the key of a row written; otherwise,
+        assumed so, and the PENDING rows not counted (None)."""
         carried = self._carried
         if carried is None or not self._started_from_carried():
-            return rows.count(), True
+            return rows.count(), True, None
         key = list(KEY)
         # broadcast: at most CARRIED_PENDING_ROWS keys, and no shuffle of either side
         was_pending = carried.rows.select(*key, F.lit(True).alias("_was_pending"))
         found = rows.join(F.broadcast(was_pending), key, "left").agg(
-            F.count(F.lit(1)).alias("rows"), F.count("_was_pending").alias("updates")
+            F.count(F.lit(1)).alias("rows"),
+            F.count("_was_pending").alias("updates"),
+            F.count_if(F.col(schemas.QUEUE_MESSAGES_PARTITION) == schemas.PENDING).alias("pending"),
         )
         figures = found.collect()[0]  # an aggregate without groups: exactly one row
-        return figures.rows, figures.updates > 0
+        return figures.rows, figures.updates > 0, figures.pending
 
 
 @dataclass(frozen=True)
@@ -709,11 +877,11 @@ class Outputs:
     rejected rows, the producer ids."""
     queue_rows: DataFrame
     """``queue_messages``' rows (:data:`routing.plan.schemas.QUEUE_MESSAGE`)."""
-    producer_ids: DataFrame
-    """The producer ids the batch accepted (:data:`routing.plan.schemas.PRODUCER_ID`), also
-    among ``tagged``."""
     rows_in: int
     """The batch's input rows (:attr:`routing.plan.batch.BatchResult.rows_in`): its size."""
+    queue_rows_read_pending: bool = True
+    """``queue_rows`` are computed from the PENDING rows the batch started from
+    (:attr:`routing.plan.batch.BatchResult.folded`)."""
 
 
 def outputs(result: BatchResult, source_of: Callable[[Column], Column], batch_id: int) -> Outputs:
@@ -727,4 +895,4 @@ def outputs(result: BatchResult, source_of: Callable[[Column], Column], batch_id
         result.rejected.withColumn(TABLE, F.lit(layout.REJECTED)),
         producer_ids.withColumn(TABLE, F.lit(layout.PRODUCER_IDS)),
     ]
-    return Outputs(tagged, result.queue_rows, producer_ids, result.rows_in)
+    return Outputs(tagged, result.queue_rows, result.rows_in, result.folded)

@@ -31,6 +31,8 @@ class BatchResult:
     # offered a commit of the job's (its commit file gone: routing.io.delta_tables.TableFiles)
     own_copies: int = 0
     rounds: int = 0
+    # the fold ran: ``queue_rows`` are computed from the PENDING rows the batch started from
+    folded: bool = False
     created: dict[str, tuple[int, int]] = field(default_factory=dict)  # JobState.created after
     attempts: int = 1  # plans of the batch (more than one when it created a queue)
 

@@ -413,6 +413,7 @@ def _plan_batch(
         routed_rows=facts.routed,
         own_copies=facts.own_copies,
         rounds=rounds,
+        folded=bool(updated),
         created=created,
     ), holds
 

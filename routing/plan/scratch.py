@@ -44,6 +44,11 @@ class Scratch:
         self._rdds.append(kept._jdf.queryExecution().analyzed().rdd())
         return kept
 
+    def absorb(self, other: Scratch) -> None:
+        """Take ``other``'s frames over: released with this scratch's, no longer with ``other``'s."""
+        self._rdds += other._rdds
+        other._rdds.clear()
+
     def release(self) -> None:
         for rdd in self._rdds:
             rdd.unpersist(False)
