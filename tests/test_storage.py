@@ -220,7 +220,8 @@ def taken_ids(taken: DataFrame | None) -> list[int]:
     return sorted(r.message_id for r in taken.collect())
 
 
-def test_a_batch_carries_the_producer_ids_it_appended(spark, tmp_path):
+def test_a_batch_carries_the_producer_ids_it_appended(spark, tmp_path, monkeypatch):
+    monkeypatch.setattr("routing.io.storage.KEPT_PRODUCER_IDS", 0)  # the table read pinned
     lake = Lake.at(tmp_path / "lake")
     storage = DeltaStorage(lake)
     write_batch(spark, storage, 0, [], producer_ids=(1, 2))
@@ -239,6 +240,20 @@ def test_a_batch_carries_the_producer_ids_it_appended(spark, tmp_path):
     assert taken_ids(taken) == [1, 2, 3, 4]
 
 
+def test_a_small_producer_id_table_is_read_once_into_memory(spark, tmp_path):
+    lake = Lake.at(tmp_path / "lake")
+    storage = DeltaStorage(lake)
+    write_batch(spark, storage, 0, [], producer_ids=(1, 2))
+    write_batch(spark, storage, 1, [], producer_ids=(3,))
+    write_batch(spark, storage, 2, [], producer_ids=(4,))
+
+    taken = storage.taken(spark, 3)
+
+    assert taken is not None
+    assert taken.inputFiles() == []  # no Delta scan for the batch to plan
+    assert taken_ids(taken) == [1, 2, 3, 4]
+
+
 def test_the_carried_producer_ids_leave_out_the_batch_itself(spark, tmp_path):
     lake = Lake.at(tmp_path / "lake")
     storage = DeltaStorage(lake)
@@ -249,7 +264,11 @@ def test_the_carried_producer_ids_leave_out_the_batch_itself(spark, tmp_path):
     assert taken_ids(storage.taken(spark, 1)) == [1]
 
 
-def test_another_writers_producer_ids_make_the_next_batch_read_delta(spark, tmp_path):
+@pytest.mark.parametrize("kept", [0, 100], ids=["pinned", "kept"])
+def test_another_writers_producer_ids_make_the_next_batch_read_delta(
+    spark, tmp_path, monkeypatch, kept
+):
+    monkeypatch.setattr("routing.io.storage.KEPT_PRODUCER_IDS", kept)
     lake = Lake.at(tmp_path / "lake")
     storage = DeltaStorage(lake)
     write_batch(spark, storage, 0, [], producer_ids=(1,))
@@ -259,7 +278,7 @@ def test_another_writers_producer_ids_make_the_next_batch_read_delta(spark, tmp_
     taken = storage.taken(spark, 2)
 
     assert taken is not None
-    assert len(taken.inputFiles()) == 3
+    assert len(taken.inputFiles()) == (3 if kept == 0 else 0)  # kept: read once, into memory
     assert taken_ids(taken) == [1, 2, 7]
 
 
@@ -267,6 +286,7 @@ def test_too_many_producer_ids_to_carry_make_the_next_batch_read_delta(
     spark, tmp_path, monkeypatch
 ):
     monkeypatch.setattr("routing.io.storage.CARRIED_PRODUCER_IDS", 1)
+    monkeypatch.setattr("routing.io.storage.KEPT_PRODUCER_IDS", 0)  # the table read pinned
     lake = Lake.at(tmp_path / "lake")
     storage = DeltaStorage(lake)
     write_batch(spark, storage, 0, [], producer_ids=(1,))

@@ -58,6 +58,15 @@ def file_count(location: str) -> int:
     return len(DeltaTable(location).file_uris()) if is_table(location) else 0
 
 
+def row_count(location: str, version: int) -> int | None:
+    """Rows of the table at ``version``, from its files' statistics (None: a file has none)."""
+    counts = pa.table(DeltaTable(location, version=version).get_add_actions(flatten=True))
+    if "num_records" not in counts.column_names:
+        return None if counts.num_rows else 0
+    records = counts.column("num_records")
+    return None if records.null_count else sum(records.to_pylist())
+
+
 def transaction_version(location: str, app_id: str) -> int | None:
     """The last ``txnVersion`` the app ``app_id`` committed to the table (None: never)."""
     if not is_table(location):

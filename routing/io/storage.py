@@ -47,6 +47,7 @@ from routing.io.delta_tables import (
     file_count,
     is_table,
     last_user_metadata,
+    row_count,
     table_version,
     transaction_version,
 )
@@ -87,6 +88,10 @@ CARRIED_PRODUCER_IDS = 100_000
 """Producer ids accepted since the producer-id table was last read through Delta up to
 which the batches keep them in memory (:meth:`DeltaStorage.taken`); past it, the next
 batch reads the table again and starts anew, so memory stays flat."""
+
+KEPT_PRODUCER_IDS = 100_000
+"""Producer ids up to which the producer-id table, read through Delta, is kept in memory
+(checkpointed once) rather than read again, pinned, by every batch (:meth:`DeltaStorage.taken`)."""
 
 APP_TRANSACTION_APPEND = "routing.delta.AppTransactionAppend"
 """Delta's append of an app transaction without its check of the table's transactions
@@ -513,8 +518,9 @@ class CarriedPending:
 @dataclass(frozen=True)
 class CarriedProducerIds:
     """The producer ids of ``_state/producer_ids`` at ``version``: the table read through
-    Delta at an earlier version (``base``, pinned: read again, it rebuilds nothing) and
-    the ids the job's batches appended since (``added``, checkpointed in ``scratch``).
+    Delta at an earlier version (``base``: pinned, so read again it rebuilds nothing, or
+    kept in ``base_scratch`` when small) and the ids the job's batches appended since
+    (``added``, checkpointed in ``scratch``).
 
     Unlike the PENDING rows (:class:`CarriedPending`), the ids added are checkpointed into
     one frame every batch: each batch's duplicate check (:mod:`routing.plan.inputs`) plans
@@ -525,6 +531,7 @@ class CarriedProducerIds:
     added: DataFrame | None = None
     added_rows: int = 0
     scratch: Scratch = field(default_factory=Scratch)
+    base_scratch: Scratch = field(default_factory=Scratch)  # ``base``, when it is kept
 
     def rows(self) -> DataFrame:
         """Every producer id of the table at ``version`` (``PRODUCER_ID`` rows)."""
@@ -606,10 +613,11 @@ class DeltaStorage:
         Rows of ``batch_id`` itself are left out: a batch replayed after a crash may find
         them. The batch id is data, not a literal (:func:`routing.plan.batch.batch_values`).
 
-        The table is read through Delta at its version (pinned), and the ids later batches
-        append are added in memory (:meth:`_carry_ids`), while the table is at the version
-        their commits made. Reading each new version through Delta rebuilt its snapshot's
-        state first, Spark jobs a small batch paid every time (docs/DESIGN.md).
+        The table is read through Delta at its version (pinned; kept in memory when it
+        holds at most :data:`KEPT_PRODUCER_IDS` ids), and the ids later batches append are
+        added in memory (:meth:`_carry_ids`), while the table is at the version their
+        commits made. Reading each new version through Delta rebuilt its snapshot's state
+        first, Spark jobs a small batch paid every time (docs/DESIGN.md).
         """
         from delta.tables import DeltaTable
 
@@ -621,8 +629,19 @@ class DeltaStorage:
         version = table_version(location)
         if self._ids is None or self._ids.version != version:
             self._drop_ids()
-            base = spark.read.format("delta").option("versionAsOf", version).load(location)
-            self._ids = CarriedProducerIds(version, base.select(*schemas.PRODUCER_ID.names))
+            base = (
+                spark.read.format("delta")
+                .option("versionAsOf", version)
+                .load(location)
+                .select(*schemas.PRODUCER_ID.names)
+            )
+            scratch = Scratch()
+            rows = row_count(location, version)
+            if rows is not None and rows <= KEPT_PRODUCER_IDS:
+                # read once: each batch's plan over a Delta scan filtered the snapshot's
+                # files again (a Spark job and Delta's planning, about 0.1 s a batch)
+                base = scratch.keep(base)
+            self._ids = CarriedProducerIds(version, base, base_scratch=scratch)
         return (
             self._ids.rows()
             .crossJoin(batch_values(spark, batch=batch_id))
@@ -779,7 +798,12 @@ class DeltaStorage:
             added = scratch.keep(ids if carried.added is None else carried.added.unionByName(ids))
             carried.scratch.release()
             self._ids = CarriedProducerIds(
-                version, carried.base, added, carried.added_rows + written, scratch
+                version,
+                carried.base,
+                added,
+                carried.added_rows + written,
+                scratch,
+                carried.base_scratch,
             )
         finally:
             handed_scratch.release()
@@ -787,6 +811,7 @@ class DeltaStorage:
     def _drop_ids(self) -> None:
         if self._ids is not None:
             self._ids.scratch.release()
+            self._ids.base_scratch.release()
             self._ids = None
 
     def _commit_queue_rows(
