@@ -496,21 +496,26 @@ class CarriedPending:
         unioned = union_by_name(list(self.parts))
         return unioned.coalesce(max(shuffle_partitions(unioned.sparkSession), 1))
 
-    def extended(self, written: QueueRows, pending: int, version: int) -> CarriedPending | None:
-        """These rows and the ``pending`` PENDING rows ``written`` by a batch that changed
-        none of them (no key in common), without a Spark job: the written frame, kept
-        already, joins the parts, and its scratch this one's.
+    def extended(self, written: QueueRows, version: int) -> CarriedPending | None:
+        """These rows and the PENDING ones ``written`` by a batch that started from them,
+        without a Spark job: the written frame, kept already, joins the parts, and its
+        scratch this one's.
 
-        None when the union would outgrow :data:`CARRIED_PENDING_ROWS` rows or
-        :data:`CARRIED_PARTS` frames: the rows are checkpointed into one frame then
-        (:meth:`DeltaStorage._carry`).
+        None when that is not what the batch leaves, or not cheaply: its rows were not
+        compared with these (``pending`` not counted), one has the key of one of these
+        (``updates``), or they were computed from these (``read_pending``: unioned batch
+        after batch, their size estimates would compound, :meth:`DeltaStorage._carry`); or
+        the union would outgrow :data:`CARRIED_PENDING_ROWS` rows or :data:`CARRIED_PARTS`
+        frames. The rows are checkpointed into one frame then.
         """
+        if written.pending is None or written.updates or written.read_pending:
+            return None
+        count = self.count + written.pending
+        if len(self.parts) >= CARRIED_PARTS or count > CARRIED_PENDING_ROWS:
+            return None
         part = written.rows.where(
             F.col(schemas.QUEUE_MESSAGES_PARTITION) == schemas.PENDING
         ).select(*schemas.QUEUE_MESSAGE.names)
-        count = self.count + pending
-        if len(self.parts) >= CARRIED_PARTS or count > CARRIED_PENDING_ROWS:
-            return None
         self.scratch.absorb(written.scratch)
         return CarriedPending(version, (*self.parts, part), self.scratch, count)
 
@@ -740,14 +745,8 @@ class DeltaStorage:
             version = table_version(location)
             if app_id not in commit_app_ids(location, version):
                 return
-            if (
-                previous is not None
-                and read is previous.rows
-                and queue.pending is not None
-                and not queue.updates
-                and not queue.read_pending
-            ):
-                self._carried = previous.extended(queue, queue.pending, version)
+            if previous is not None and read is previous.rows:
+                self._carried = previous.extended(queue, version)
                 if self._carried is not None:
                     previous = None  # its frames are the new carried rows'
                     return
