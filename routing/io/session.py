@@ -122,6 +122,8 @@ SMALL_BATCH_CONF: dict[str, str] = {
     # one partition: every checkpoint is a single partition, so the joins, aggregates and
     # windows over checkpoints need no shuffle, and each table gets one file a batch
     "spark.sql.shuffle.partitions": "1",
+    # each query planned once, as one job (its broadcasts aside), not stage by stage
+    "spark.sql.adaptive.enabled": "false",
 }
 """What a small micro-batch runs under (:data:`SMALL_BATCH_ROWS`; docs/DESIGN.md, "Where a
 small batch's time goes").
@@ -134,6 +136,9 @@ small batch's time goes").
   coalesced to it, and a single partition satisfies any clustering a later join,
   aggregate or window asks for: the plans over checkpoints shuffle nothing, and what
   still shuffles (the input files, explicit repartitions) runs one task, not four.
+- No adaptive execution. It runs each shuffle and broadcast stage of a query as a job of
+  its own and plans the rest again after each; with one partition there is nothing left
+  for it to coalesce or re-plan. A warm 120-row batch 0.9x (docs/DESIGN.md).
 """
 
 SMALL_BATCH_ROWS = 10_000
