@@ -176,15 +176,17 @@ class BatchRunner:
         self, read: Sequence[Row], router: Router, scratch: Scratch, app_id: str, batch_id: int
     ) -> tuple[BatchResult, dict[str, int]]:
         """Plan the batch of slices ``read`` and write it; its result and the rows written."""
+        pending = self.storage.pending(self.spark)
         result = run_batch(
             read_events(self.spark, read),
-            self.storage.pending(self.spark),
+            pending,
             self.storage.state(),
             self.topology,
             router,
             scratch,
             as_of=self.as_of,
             taken=self.storage.taken(self.spark, batch_id),
+            pending_expirations=self.storage.pending_expirations(),
         )
         state = JobState(result.clock, positions_of(result.positions), result.created)
         written = self.storage.write(

@@ -32,8 +32,9 @@ from routing.broker.layout import address_of_source
 from routing.broker.state import JobState
 from routing.io import session
 from routing.io.lake import Lake
-from routing.plan import schemas
+from routing.plan import engine, schemas
 from routing.plan.engine import run_batch
+from routing.plan.expiry import Expirations, earliest_expiration
 from routing.plan.router import Router
 from routing.plan.scratch import Scratch
 from tests.frames import assert_rows_equal
@@ -674,11 +675,26 @@ def test_the_copies_a_batch_writes_make_no_batch_of_their_own(spark, tmp_path):
     assert len(rows(lake.address_table("taps"))) == 2
 
 
-def test_a_batch_without_events_applies_nothing_until_a_message_expires(spark):
+@pytest.mark.parametrize("expirations", ["unknown", "known"])
+def test_a_batch_without_events_applies_nothing_until_a_message_expires(
+    spark, monkeypatch, expirations
+):
     """A batch of producer rows alone runs no round of events unless a message in play
     expires by its lake clock: its queue rows are then its entries as routed, joined to no
     changes (``engine.run_batch``). The batch whose clock reaches an expiration expires
-    the message (and moves it to the expiry address) as a batch with events would."""
+    the message (and moves it to the expiry address) as a batch with events would.
+
+    Whether one expires is an action over the messages in play, unless the batch knows the
+    PENDING rows' expirations (as the storage carries them) and none of those, or of the
+    rows it routes, is due: then only the batch that reaches message 1's expiration asks."""
+    asked: list[bool] = []  # each time the batch checked, what it found
+    check = engine._expiring
+
+    def expiring(*args: Any) -> bool:
+        asked.append(check(*args))
+        return asked[-1]
+
+    monkeypatch.setattr(engine, "_expiring", expiring)
     topology = topology_of(RULES_XML)
     router = Router(topology)
     batches = [[message(1, "exp", 0, expiration=100)], [message(2, "exp", 50)]]
@@ -689,13 +705,16 @@ def test_a_batch_without_events_applies_nothing_until_a_message_expires(spark):
     written = []
     try:
         for sent in batches:
+            started_from = union([no_pending(spark).drop("_file"), *pending])
+            earliest = started_from.agg(earliest_expiration()).collect()[0][0]
             result = run_batch(
                 batch_events(spark, sent),
-                union([no_pending(spark).drop("_file"), *pending]),
+                started_from,
                 state,
                 topology,
                 router,
                 scratch,
+                pending_expirations=Expirations(earliest) if expirations == "known" else None,
             )
             queue_rows = scratch.keep(result.queue_rows)
             plan = result.queue_rows._jdf.queryExecution().optimizedPlan().toString()
@@ -712,3 +731,33 @@ def test_a_batch_without_events_applies_nothing_until_a_message_expires(spark):
         ([("exp.q", 2, "PENDING")], False),
         ([("EXPA.q", expired, "PENDING"), ("exp.q", 1, "EXPIRED"), ("exp.q", 3, "PENDING")], True),
     ]
+    assert asked == ([True] if expirations == "known" else [False, False, True])
+
+
+def test_a_batch_routing_to_an_address_that_sets_expirations_asks_whether_one_expires(spark):
+    """Entering an address with expiry settings (or an address a divert forwards to that
+    has them) can give a row an expiration due by the clock: the batch cannot know that
+    nothing expires from the rows' own expirations alone."""
+    router = Router(topology_of(EXPIRY_SETTINGS_XML))
+
+    assert not router.may_set_expiration_from(["plain"])
+    assert router.may_set_expiration_from(["delayed"])
+    assert router.may_set_expiration_from(["tapped"])  # its divert forwards to "delayed"
+    assert not router.may_set_expiration_from(["cleared"])  # no-expiry only clears them
+
+
+EXPIRY_SETTINGS_XML = """
+<address-settings>
+  <address-setting match="delayed"><expiry-delay>1000</expiry-delay></address-setting>
+  <address-setting match="cleared"><no-expiry>true</no-expiry></address-setting>
+</address-settings>
+<diverts>
+  <divert name="tap"><address>tapped</address><forwarding-address>delayed</forwarding-address></divert>
+</diverts>
+<addresses>
+  <address name="plain"><anycast><queue name="plain.q"/></anycast></address>
+  <address name="delayed"><anycast><queue name="delayed.q"/></anycast></address>
+  <address name="cleared"><anycast><queue name="cleared.q"/></anycast></address>
+  <address name="tapped"><anycast><queue name="tapped.q"/></anycast></address>
+</addresses>
+"""

@@ -33,10 +33,14 @@ from tests.lakeio import append, at
 APP = "jobs.route:test-query"
 
 
-def queue_row(message_id: int, status: str, queue: str = "orders") -> tuple[object, ...]:
-    """A ``queue_messages`` row (QUEUE_MESSAGE's column order) of a message in ``queue``."""
+def queue_row(
+    message_id: int, status: str, queue: str = "orders", expiration: int | None = None
+) -> tuple[object, ...]:
+    """A ``queue_messages`` row (QUEUE_MESSAGE's column order) of a message in ``queue``
+    (``expiration``: conformance time, :func:`at`)."""
     sent = at(message_id)
-    message = (message_id, "orders", "ANYCAST", sent, None, 4, True, None, {}, b"x", None, None)
+    expires = None if expiration is None else at(expiration)
+    message = (message_id, "orders", "ANYCAST", sent, expires, 4, True, None, {}, b"x", None, None)
     return (*message, queue, status, 0, None, sent, sent)
 
 
@@ -161,6 +165,42 @@ def test_carried_rows_are_checkpointed_into_one_frame_past_the_parts_or_after_a_
     # parts: batch 0's, batch 1's, then one; folded: batch 1 checkpoints, batch 2 adds its own
     assert len(storage._carried.parts) == (1 if why == "parts" else 2)
     assert sorted(r.message_id for r in carried.collect()) == [1, 2, 3]
+
+
+def test_the_carried_rows_expirations_are_known_without_reading_them(spark, tmp_path):
+    """The earliest expiration of the PENDING rows carried, counted as they are: by the
+    batch that checkpoints them, and added up when a batch of new messages extends them.
+    Rows read through Delta: not known."""
+    lake = Lake.at(tmp_path / "lake")
+    storage = DeltaStorage(lake)
+
+    def earliest_after(batch_id: int, rows: list, *, folded: bool = False) -> int | None:
+        write_batch(spark, storage, batch_id, rows, folded=folded)
+        storage.pending(spark)
+        expirations = storage.pending_expirations()
+        assert expirations is not None
+        return expirations.earliest
+
+    micros = lambda ms: int(at(ms).timestamp() * 1_000_000)  # noqa: E731
+    assert earliest_after(0, [queue_row(1, "PENDING", expiration=500)]) == micros(500)
+    # extended: a PENDING row's expiration counts, an expired row's does not
+    two_expirations = [
+        queue_row(2, "PENDING", expiration=400),
+        queue_row(3, "EXPIRED", expiration=5),
+    ]
+    assert earliest_after(1, two_expirations) == micros(400)
+    assert len(storage._carried.parts) == 2
+    # checkpointed again: message 2 left the queue
+    assert earliest_after(2, [queue_row(2, "ACKED", expiration=400)], folded=True) == micros(500)
+    assert earliest_after(3, [queue_row(1, "ACKED", expiration=500)], folded=True) is None
+
+    append(
+        lake.queue_messages,
+        [dict(zip(schemas.QUEUE_MESSAGE.names, queue_row(7, "PENDING"), strict=True))],
+        schemas.QUEUE_MESSAGE,
+    )
+    storage.pending(spark)
+    assert storage.pending_expirations() is None
 
 
 def last_operation(spark: SparkSession, lake: Lake) -> str:

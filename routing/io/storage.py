@@ -57,6 +57,7 @@ from routing.plan import schemas
 from routing.plan._columns import local_frame, shuffle_partitions, union_by_name
 from routing.plan.batch import BatchResult, batch_value, batch_values
 from routing.plan.deliveries import KEY
+from routing.plan.expiry import Expirations, earliest_expiration
 from routing.plan.scratch import Scratch
 
 log = logging.getLogger(__name__)
@@ -465,6 +466,10 @@ class Storage(Protocol):
         """The PENDING queue rows a batch starts from."""
         ...
 
+    def pending_expirations(self) -> Expirations | None:
+        """What is known of the expirations of the rows :meth:`pending` gave (None: nothing)."""
+        ...
+
     def taken(self, spark: SparkSession, batch_id: int) -> DataFrame | None:
         """Producer ids accepted before ``batch_id`` (None: none yet)."""
         ...
@@ -482,14 +487,15 @@ class Storage(Protocol):
 
 @dataclass(frozen=True)
 class CarriedPending:
-    """The PENDING rows of ``queue_messages`` at ``version`` (``count`` of them): the union of
-    frames kept in ``scratch`` (``parts``), in at most ``spark.sql.shuffle.partitions``
-    partitions, as :meth:`Scratch.keep` leaves a frame."""
+    """The PENDING rows of ``queue_messages`` at ``version`` (``count`` of them, whose
+    ``expirations`` are known): the union of frames kept in ``scratch`` (``parts``), in at
+    most ``spark.sql.shuffle.partitions`` partitions, as :meth:`Scratch.keep` leaves a frame."""
 
     version: int
     parts: tuple[DataFrame, ...]
     scratch: Scratch
     count: int
+    expirations: Expirations
 
     @cached_property
     def rows(self) -> DataFrame:
@@ -510,6 +516,7 @@ class CarriedPending:
         """
         if written.pending is None or written.updates or written.read_pending:
             return None
+        assert written.pending_expirations is not None  # counted with ``pending``
         count = self.count + written.pending
         if len(self.parts) >= CARRIED_PARTS or count > CARRIED_PENDING_ROWS:
             return None
@@ -517,7 +524,8 @@ class CarriedPending:
             F.col(schemas.QUEUE_MESSAGES_PARTITION) == schemas.PENDING
         ).select(*schemas.QUEUE_MESSAGE.names)
         self.scratch.absorb(written.scratch)
-        return CarriedPending(version, (*self.parts, part), self.scratch, count)
+        expirations = self.expirations | written.pending_expirations
+        return CarriedPending(version, (*self.parts, part), self.scratch, count, expirations)
 
 
 @dataclass(frozen=True)
@@ -547,8 +555,8 @@ class CarriedProducerIds:
 class QueueRows:
     """A batch's queue rows, kept in ``scratch`` and counted (:meth:`DeltaStorage.write`):
     ``count`` rows, ``updates`` whether one may update a PENDING row, and ``pending`` how
-    many are PENDING (None: not counted, the batch's PENDING rows were not carried).
-    ``read_pending``: :attr:`Outputs.queue_rows_read_pending`."""
+    many are PENDING and ``pending_expirations`` theirs (None: not counted, the batch's
+    PENDING rows were not carried). ``read_pending``: :attr:`Outputs.queue_rows_read_pending`."""
 
     rows: DataFrame
     scratch: Scratch
@@ -556,6 +564,7 @@ class QueueRows:
     count: int
     updates: bool
     pending: int | None
+    pending_expirations: Expirations | None = None
 
 
 @dataclass
@@ -611,6 +620,12 @@ class DeltaStorage:
                 .select(*schemas.QUEUE_MESSAGE.names)
             )
         return self._read
+
+    def pending_expirations(self) -> Expirations | None:
+        """The carried rows' expirations, counted with them, when :meth:`pending` gave those
+        (None: read through Delta, not known)."""
+        carried = self._carried
+        return carried.expirations if carried is not None and self._read is carried.rows else None
 
     def taken(self, spark: SparkSession, batch_id: int) -> DataFrame | None:
         """Producer ids accepted by batches before ``batch_id`` (None before the first).
@@ -760,14 +775,15 @@ class DeltaStorage:
                 .persist(StorageLevel.MEMORY_AND_DISK)
             )
             try:
-                count = cached.count()
+                # an aggregate without groups: exactly one row
+                count, earliest = cached.agg(F.count(F.lit(1)), earliest_expiration()).collect()[0]
                 if count > CARRIED_PENDING_ROWS:
                     return
                 scratch = Scratch()
                 after = scratch.keep(cached)
             finally:
                 cached.unpersist()
-            self._carried = CarriedPending(version, (after,), scratch, count)
+            self._carried = CarriedPending(version, (after,), scratch, count, Expirations(earliest))
         finally:
             if previous is not None:
                 previous.scratch.release()
@@ -871,24 +887,29 @@ class DeltaStorage:
             and table_version(self.lake.queue_messages) == carried.version
         )
 
-    def _count_queue_rows(self, rows: DataFrame) -> tuple[int, bool, int | None]:
-        """How many queue rows the batch writes, whether any may update a PENDING row, and
-        how many are PENDING (one action): with the batch's PENDING rows carried, and the
-        table still at their version, whether one has the key of a row written; otherwise,
-        assumed so, and the PENDING rows not counted (None)."""
+    def _count_queue_rows(
+        self, rows: DataFrame
+    ) -> tuple[int, bool, int | None, Expirations | None]:
+        """How many queue rows the batch writes, whether any may update a PENDING row, how
+        many are PENDING and their expirations (one action): with the batch's PENDING rows
+        carried, and the table still at their version, whether one has the key of a row
+        written; otherwise, assumed so, and the PENDING rows not counted (None)."""
         carried = self._carried
         if carried is None or not self._started_from_carried():
-            return rows.count(), True, None
+            return rows.count(), True, None, None
         key = list(KEY)
         # broadcast: at most CARRIED_PENDING_ROWS keys, and no shuffle of either side
         was_pending = carried.rows.select(*key, F.lit(True).alias("_was_pending"))
+        is_pending = F.col(schemas.QUEUE_MESSAGES_PARTITION) == schemas.PENDING
         found = rows.join(F.broadcast(was_pending), key, "left").agg(
             F.count(F.lit(1)).alias("rows"),
             F.count("_was_pending").alias("updates"),
-            F.count_if(F.col(schemas.QUEUE_MESSAGES_PARTITION) == schemas.PENDING).alias("pending"),
+            F.count_if(is_pending).alias("pending"),
+            earliest_expiration(is_pending).alias("earliest"),
         )
         figures = found.collect()[0]  # an aggregate without groups: exactly one row
-        return figures.rows, figures.updates > 0, figures.pending
+        expirations = Expirations(figures.earliest)
+        return figures.rows, figures.updates > 0, figures.pending, expirations
 
 
 @dataclass(frozen=True)

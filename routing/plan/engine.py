@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from routing.broker.filters import FilterSyntaxError, parse_filter
@@ -58,7 +58,7 @@ from routing.plan.deliveries import (
     no_pending_message,
     rejected_events,
 )
-from routing.plan.expiry import expires_at
+from routing.plan.expiry import Expirations, earliest_expiration, expires_at
 from routing.plan.facts import bound_since, exists_at, queue_facts
 from routing.plan.filters import matches
 from routing.plan.inputs import (
@@ -157,6 +157,7 @@ def run_batch(
     *,
     as_of: int | None = None,
     taken: DataFrame | None = None,
+    pending_expirations: Expirations | None = None,
 ) -> BatchResult:
     """Plan one micro-batch: checkpoints at each routing pass and each round's fold,
     one action for the batch's clock and filters, one emptiness check per round (with
@@ -177,6 +178,9 @@ def run_batch(
     :param scratch: keeps the checkpoints of the batch; released by the caller.
     :param as_of: ``--as-of`` in epoch µs.
     :param taken: producer ids accepted by earlier batches (``message_id``), if any.
+    :param pending_expirations: what is known of ``pending``'s expirations (None: nothing);
+        when none is due by the clock, a batch without events asks no more to know that
+        nothing expires.
     """
     assumed = dict(state.created)
     for attempt in range(1, MAX_ATTEMPTS + 1):
@@ -191,6 +195,7 @@ def run_batch(
             as_of=as_of,
             taken=taken,
             events_expect_queues=attempt == 1,
+            pending_expirations=pending_expirations,
         )
         result.attempts = attempt
         if holds:
@@ -235,6 +240,7 @@ def _plan_batch(
     as_of: int | None,
     taken: DataFrame | None,
     events_expect_queues: bool = False,
+    pending_expirations: Expirations | None = None,
 ) -> tuple[BatchResult, bool]:
     """One plan of the batch, assuming the auto-created queues exist from ``assumed``
     (and from what its earlier rounds create); :attr:`BatchResult.created` is what the
@@ -281,6 +287,8 @@ def _plan_batch(
         F.count(F.lit(1)).alias("rows"),
         F.count_if(F.col(OWN)).alias("own_copies"),
         F.count_if(to_route()).alias("routed"),
+        earliest_expiration(to_route()).alias("earliest_expiration"),
+        F.collect_set(F.when(to_route(), F.col("address"))).alias("addresses"),
         F.count_if(~is_message_row()).alias("events"),
         F.count_if(~is_message_row() & (F.col("message_id") >= COPY_ID_BASE)).alias("copy_events"),
         F.count_if((F.col("source") == MANAGEMENT) & F.col("message_id").isNull()).alias(
@@ -333,7 +341,14 @@ def _plan_batch(
         in_play = union_of([old, new] if rounds == 1 else [new])
         if rounds > 1 and not later_rounds_apply:
             break
-        if rounds == 1 and not facts.events and not _expiring(in_play, clock, clock_values):
+        if (
+            rounds == 1
+            and not facts.events
+            and not (
+                _may_expire(clock, facts, router, pending_expirations)
+                and _expiring(in_play, clock_values)
+            )
+        ):
             break  # nothing to apply: no event, and no message in play expires by the clock
         round_events = union_of(
             [
@@ -418,9 +433,22 @@ def _plan_batch(
     ), holds
 
 
-def _expiring(in_play: DataFrame, clock: int | None, clock_values: DataFrame) -> bool:
-    """Some message in play expires by the lake clock (one action; none without a clock)."""
-    return clock is not None and not expiries(in_play, clock_values).isEmpty()
+def _may_expire(clock: int | None, facts: Row, router: Router, pending: Expirations | None) -> bool:
+    """Whether a message in play may expire by the lake ``clock``, as far as the batch knows
+    without an action: the expirations of the PENDING rows it started from (``pending``;
+    None: unknown), and of the rows it routes (``facts``: the earliest, and the addresses
+    they enter, whose settings or whose copies' addresses' settings may set one)."""
+    if clock is None:
+        return False
+    if pending is None or pending.due_by(clock):
+        return True
+    routed = Expirations(facts.earliest_expiration)
+    return routed.due_by(clock) or router.may_set_expiration_from(facts.addresses)
+
+
+def _expiring(in_play: DataFrame, clock_values: DataFrame) -> bool:
+    """Some message in play expires by the lake clock (one action)."""
+    return not expiries(in_play, clock_values).isEmpty()
 
 
 def _holds(asked: list[Callable[[Created], DataFrame]], created: Created) -> bool:

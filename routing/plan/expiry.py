@@ -10,6 +10,7 @@ it, and when present it is clamped into ``[now + min, now + max]``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -18,6 +19,30 @@ from routing.broker.settings import AddressSettings
 from routing.plan._columns import case_of
 
 UNSET = -1  # Artemis's default for expiry-delay, min- and max-expiry-delay
+
+
+@dataclass(frozen=True)
+class Expirations:
+    """What a batch knows of some rows' expirations without reading them: the earliest
+    (epoch µs; None: no row has one)."""
+
+    earliest: int | None
+
+    def due_by(self, clock: int) -> bool:
+        """Some row may expire by ``clock`` (SPEC §5.4: at its expiration)."""
+        return self.earliest is not None and self.earliest <= clock
+
+    def __or__(self, other: Expirations) -> Expirations:
+        """The expirations of both sets of rows."""
+        known = [e for e in (self.earliest, other.earliest) if e is not None]
+        return Expirations(min(known) if known else None)
+
+
+def earliest_expiration(of: Column | None = None) -> Column:
+    """An aggregate: the earliest ``expiration`` of the rows (of those ``of`` holds for),
+    in epoch µs, as :class:`Expirations` takes it."""
+    micros = F.unix_micros(F.col("expiration"))
+    return F.min(micros if of is None else F.when(of, micros))
 
 
 def _plus_ms(moment: Column, millis: int) -> Column:

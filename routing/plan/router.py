@@ -120,11 +120,7 @@ class Router:
         self.groups = self._turn_groups()
         self._by_key = {g.key: g for g in self.groups}
         self.passes = self._passes_needed()
-        self.may_set_expiration = any(
-            has_expiry_settings(self.topology.settings(a))
-            and not self.topology.settings(a).no_expiry
-            for a in self.addresses
-        )
+        self.may_set_expiration = any(map(self._sets_expiration, self.addresses))
 
     # ---- static structure -----------------------------------------------------------
 
@@ -191,6 +187,22 @@ class Router:
             if settings.send_to_dla_on_no_route and settings.dead_letter_address:
                 edges.setdefault(address, set()).add(settings.dead_letter_address)
         return edges
+
+    def _sets_expiration(self, address: str) -> bool:
+        """Entering ``address`` may give a row an expiration (or change it)."""
+        settings = self.topology.settings(address)
+        return has_expiry_settings(settings) and not settings.no_expiry
+
+    def may_set_expiration_from(self, addresses: Iterable[str]) -> bool:
+        """Whether rows entering ``addresses``, or a copy routing makes of them (divert and
+        no-route dead-letter edges, followed to the end), can get an expiration they did not
+        carry: some address on the way has expiry settings."""
+        reached: set[str] = set()
+        frontier = set(addresses)
+        while frontier:
+            reached |= frontier
+            frontier = {t for a in frontier for t in self._copy_edges.get(a, ())} - reached
+        return any(map(self._sets_expiration, reached))
 
     def _next_addresses(self, addresses: frozenset[str] | None) -> frozenset[str]:
         """Where the copies made from rows at ``addresses`` (None: any address) are."""
