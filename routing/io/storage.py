@@ -177,6 +177,11 @@ def read_table(spark: SparkSession, location: str, schema: pa.Schema) -> DataFra
     return conform(spark.read.format("delta").load(location), schema)
 
 
+def _in_pending() -> Column:
+    """A ``queue_messages`` row is in the PENDING partition (the one a batch starts from)."""
+    return F.col(schemas.QUEUE_MESSAGES_PARTITION) == schemas.PENDING
+
+
 def count_rows(frames: Sequence[DataFrame]) -> list[dict[str, int]]:
     """The rows of each tagged frame by table, and journal rows by event
     (``"journal:ACKED"``), in one job."""
@@ -520,9 +525,7 @@ class CarriedPending:
         count = self.count + written.pending
         if len(self.parts) >= CARRIED_PARTS or count > CARRIED_PENDING_ROWS:
             return None
-        part = written.rows.where(
-            F.col(schemas.QUEUE_MESSAGES_PARTITION) == schemas.PENDING
-        ).select(*schemas.QUEUE_MESSAGE.names)
+        part = written.rows.where(_in_pending()).select(*schemas.QUEUE_MESSAGE.names)
         self.scratch.absorb(written.scratch)
         expirations = self.expirations | written.pending_expirations
         return CarriedPending(version, (*self.parts, part), self.scratch, count, expirations)
@@ -616,7 +619,7 @@ class DeltaStorage:
             self._read = (
                 spark.read.format("delta")
                 .load(location)
-                .where(F.col(schemas.QUEUE_MESSAGES_PARTITION) == schemas.PENDING)
+                .where(_in_pending())
                 .select(*schemas.QUEUE_MESSAGE.names)
             )
         return self._read
@@ -768,9 +771,7 @@ class DeltaStorage:
             key = list(KEY)
             cached = (
                 read.join(F.broadcast(queue.rows.select(*key)), key, "left_anti")
-                .unionByName(
-                    queue.rows.where(F.col(schemas.QUEUE_MESSAGES_PARTITION) == schemas.PENDING)
-                )
+                .unionByName(queue.rows.where(_in_pending()))
                 .select(*schemas.QUEUE_MESSAGE.names)
                 .persist(StorageLevel.MEMORY_AND_DISK)
             )
@@ -900,12 +901,11 @@ class DeltaStorage:
         key = list(KEY)
         # broadcast: at most CARRIED_PENDING_ROWS keys, and no shuffle of either side
         was_pending = carried.rows.select(*key, F.lit(True).alias("_was_pending"))
-        is_pending = F.col(schemas.QUEUE_MESSAGES_PARTITION) == schemas.PENDING
         found = rows.join(F.broadcast(was_pending), key, "left").agg(
             F.count(F.lit(1)).alias("rows"),
             F.count("_was_pending").alias("updates"),
-            F.count_if(is_pending).alias("pending"),
-            earliest_expiration(is_pending).alias("earliest"),
+            F.count_if(_in_pending()).alias("pending"),
+            earliest_expiration(_in_pending()).alias("earliest"),
         )
         figures = found.collect()[0]  # an aggregate without groups: exactly one row
         expirations = Expirations(figures.earliest)

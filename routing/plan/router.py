@@ -189,7 +189,8 @@ class Router:
         return edges
 
     def _sets_expiration(self, address: str) -> bool:
-        """Entering ``address`` may give a row an expiration (or change it)."""
+        """Entering ``address`` may give a row an expiration or move it (``no-expiry`` only
+        clears one)."""
         settings = self.topology.settings(address)
         return has_expiry_settings(settings) and not settings.no_expiry
 
@@ -197,11 +198,11 @@ class Router:
         """Whether rows entering ``addresses``, or a copy routing makes of them (divert and
         no-route dead-letter edges, followed to the end), can get an expiration they did not
         carry: some address on the way has expiry settings."""
-        reached: set[str] = set()
-        frontier = set(addresses)
+        reached: frozenset[str] = frozenset()
+        frontier = frozenset(addresses)
         while frontier:
             reached |= frontier
-            frontier = {t for a in frontier for t in self._copy_edges.get(a, ())} - reached
+            frontier = self._next_addresses(frontier) - reached
         return any(map(self._sets_expiration, reached))
 
     def _next_addresses(self, addresses: frozenset[str] | None) -> frozenset[str]:
