@@ -33,13 +33,16 @@ def outcomes(request, spark, tmp_path_factory):
         for item in request.session.items
         if item.originalname == "test_conformance" and hasattr(item, "callspec")
     ]
+    # Made here, on one thread: the first mktemp of a worker creates its base
+    # directory (removing an old one), which two threads racing would remove twice.
+    workdirs = {path: tmp_path_factory.mktemp(path.stem) for path in selected}
     pool = ThreadPoolExecutor(CONCURRENT, thread_name_prefix="conformance")
     sessions = threading.local()
 
     def run(path: Path) -> None:
         if not hasattr(sessions, "spark"):
             sessions.spark = spark.newSession()
-        Scenario(load(path), tmp_path_factory.mktemp(path.stem), sessions.spark).run()
+        Scenario(load(path), workdirs[path], sessions.spark).run()
 
     futures: dict[Path, Future] = {path: pool.submit(run, path) for path in selected}
     yield futures
