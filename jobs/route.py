@@ -45,12 +45,13 @@ from routing.io.lake_events import (
     LakeSchemaError,
     batch_rows,
     check_lake,
+    inputs_within,
     parse_as_of,
     read_events,
     stream,
     stream_options,
 )
-from routing.io.session import SMALL_BATCH_CONF, small_batch
+from routing.io.session import SMALL_BATCH_CONF, SMALL_BATCH_ROWS, small_batch
 from routing.io.storage import (
     DeltaStorage,
     Storage,
@@ -338,7 +339,9 @@ def main(
         return 2
     lake = Lake.at(args.lake)
     try:
-        check_lake(lake)
+        sources = check_lake(lake)
+        # a run of one small batch at most is over before C2's compiled code pays back
+        short_run = args.available_now and inputs_within(lake, sources, SMALL_BATCH_ROWS)
     except (LakeSchemaError, DeltaError, OSError) as error:
         print(f"lake error: {error}", file=err)
         log.debug("lake error", exc_info=error)
@@ -347,7 +350,7 @@ def main(
     if spark is None:
         from routing.io.session import build_session
 
-        spark = build_session("jobs.route")
+        spark = build_session("jobs.route", short_run=short_run)
     try:
         return run(args, spark, lake, Topology(config), out, as_of)
     except Exception as error:  # a failed batch or an unreadable table: say what, exit non-zero

@@ -17,6 +17,8 @@ from routing.io.lake_events import (
     UNBOUNDED,
     LakeEventsReader,
     batch_rows,
+    check_lake,
+    inputs_within,
     read_events,
     stream,
 )
@@ -111,6 +113,29 @@ def test_a_batch_knows_its_size_from_its_slices(spark, tmp_path):
         False,
         False,
     )
+
+
+def test_whether_the_input_tables_hold_at_most_so_many_rows(spark, tmp_path):
+    """``jobs.route`` starts a short run's JVM (session.SHORT_RUN_JAVA_OPTIONS) when they do;
+    a file without a row count in its statistics makes the answer no."""
+    lake = Lake.at(tmp_path)
+    send(lake, "orders", (1, 0), (2, 10))
+    send(lake, "invoices", (3, 20))
+    deliver(lake, ("q", 1, "ACK", 30))
+    sources = check_lake(lake)
+    assert [inputs_within(lake, sources, rows) for rows in (0, 3, 4, 5)] == [
+        False,
+        False,
+        True,
+        True,
+    ]
+    assert inputs_within(lake, [], 0)
+
+    with session_conf(spark, {"spark.databricks.delta.stats.collect": "false"}):
+        spark.createDataFrame(
+            [("q", 2, "ACK", at(40))], schemas.spark_schema(schemas.DELIVERY)
+        ).write.format("delta").mode("append").save(lake.deliveries)
+    assert not inputs_within(lake, sources, 100)
 
 
 @pytest.mark.parametrize("source", SOURCES)

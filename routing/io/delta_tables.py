@@ -58,8 +58,9 @@ def file_count(location: str) -> int:
     return len(DeltaTable(location).file_uris()) if is_table(location) else 0
 
 
-def row_count(location: str, version: int) -> int | None:
-    """Rows of the table at ``version``, from its files' statistics (None: a file has none)."""
+def row_count(location: str, version: int | None = None) -> int | None:
+    """Rows of the table at ``version`` (default the latest), from its files' statistics
+    (None: a file has none)."""
     counts = pa.table(DeltaTable(location, version=version).get_add_actions(flatten=True))
     if "num_records" not in counts.column_names:
         return None if counts.num_rows else 0

@@ -33,7 +33,7 @@ error of the lake, not of a row: the query stops with :class:`LakeSchemaError`.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from itertools import groupby
 from typing import ClassVar
@@ -55,7 +55,14 @@ from pyspark.sql.types import StructType
 
 from routing.broker import layout
 from routing.io import lake
-from routing.io.delta_tables import DataFile, TableFiles, arrow_schema, epoch_micros, is_table
+from routing.io.delta_tables import (
+    DataFile,
+    TableFiles,
+    arrow_schema,
+    epoch_micros,
+    is_table,
+    row_count,
+)
 from routing.io.jvm import jvm_class
 from routing.plan._columns import literal_map, local_frame, union_of
 from routing.plan.normalise import EVENT, POSITION, kind_of, normalise
@@ -96,6 +103,21 @@ def check_lake(root: lake.Lake) -> list[str]:
     for source in sources:
         check_table(root, source)
     return sources
+
+
+def inputs_within(root: lake.Lake, sources: Iterable[str], rows: int) -> bool:
+    """True when the input tables ``sources`` hold at most ``rows`` rows together, by
+    their files' statistics (a file without a count: False). Counted table by table, and
+    no further once past ``rows``: a big lake's other logs are not read."""
+    total = 0
+    for source in sources:
+        count = row_count(root.table(source))
+        if count is None:
+            return False
+        total += count
+        if total > rows:
+            return False
+    return True
 
 
 # --------------------------------------------------------------------------------------

@@ -223,6 +223,14 @@ def class_archive_options(record_to: Path | None = None) -> str:
     return ""
 
 
+SHORT_RUN_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+"""The JIT of a short-lived JVM: C1 only. Java keeps no compiled code between runs, and
+C2's thread spends a core for most of a short run compiling Spark's hot methods for a
+batch that is over before the code pays back: the ten-message lake 0.86x the wall. A
+long-running job keeps C2: C1's code is slower for good (docs/DESIGN.md, "Where the
+ten-message lake's time goes")."""
+
+
 def under_spark_submit() -> bool:
     """True when the Python driver was launched by ``spark-submit`` (the JVM came first)."""
     return "PYSPARK_GATEWAY_PORT" in os.environ
@@ -234,6 +242,7 @@ def build_session(
     master: str | None = None,
     conf: dict[str, str] | None = None,
     record_classes_to: Path | None = None,
+    short_run: bool = False,
 ) -> SparkSession:
     """Build (or return) the session with Delta's JVM connector and the job's own classes.
 
@@ -248,6 +257,8 @@ def build_session(
     :param conf: extra Spark settings, applied last.
     :param record_classes_to: embedded only: record a class archive there when the JVM
         exits (``jobs.class_archive``) instead of mapping :data:`CLASS_ARCHIVE`.
+    :param short_run: embedded only: the JVM lives for one small batch or so, and
+        compiles with :data:`SHORT_RUN_JAVA_OPTIONS`.
     :return: the active session.
 
     Example::
@@ -259,9 +270,12 @@ def build_session(
     if not under_spark_submit():
         builder = builder.master(master or os.environ.get("ROUTING_SPARK_MASTER", "local[*]"))
         settings.update(EMBEDDED_CONF)
-        java_options = class_archive_options(record_classes_to)
-        if java_options:
-            settings["spark.driver.extraJavaOptions"] += f" {java_options}"
+        java_options = [class_archive_options(record_classes_to)]
+        if short_run:
+            java_options.append(SHORT_RUN_JAVA_OPTIONS)
+        settings["spark.driver.extraJavaOptions"] = " ".join(
+            [settings["spark.driver.extraJavaOptions"], *filter(None, java_options)]
+        )
         settings["spark.jars"] = job_jars()
         if LOCAL_FS_JAR.is_file():
             # on the JVM's own class path: Hadoop looks file systems up by class name
