@@ -108,7 +108,7 @@ def check_lake(root: lake.Lake) -> list[str]:
 def inputs_within(root: lake.Lake, sources: Iterable[str], rows: int) -> bool:
     """True when the input tables ``sources`` hold at most ``rows`` rows together, by
     their files' statistics (a file without a count: False). Counted table by table, and
-    no further once past ``rows``: a big lake's other logs are not read."""
+    no further once past ``rows``: a big lake's other tables' logs are not read."""
     total = 0
     for source in sources:
         count = row_count(root.table(source))

@@ -226,7 +226,7 @@ def class_archive_options(record_to: Path | None = None) -> str:
 SHORT_RUN_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 """The JIT of a short-lived JVM: C1 only. Java keeps no compiled code between runs, and
 C2's thread spends a core for most of a short run compiling Spark's hot methods for a
-batch that is over before the code pays back: the ten-message lake 0.86x the wall. A
+batch that is over before the code pays back: the ten-message lake 0.88x the wall. A
 long-running job keeps C2: C1's code is slower for good (docs/DESIGN.md, "Where the
 ten-message lake's time goes")."""
 
