@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from deltalake.exceptions import DeltaError
 from pyspark import StorageLevel
 from pyspark.sql import SparkSession
 
@@ -27,6 +28,8 @@ from jobs import route
 from jobs._logging import configure
 from routing.broker.config import ConfigError, load_config
 from routing.io.lake import Lake
+from routing.io.lake_events import input_sources, inputs_within
+from routing.io.session import SMALL_BATCH_ROWS
 from routing.plan.scratch import Scratch
 from routing.tools import replay
 
@@ -91,6 +94,18 @@ def load_logs(
         scratch.release()
 
 
+def short_run(lake: Lake, logs: Sequence[str]) -> bool:
+    """The logs' records and the lake's input rows so far are one small batch at most
+    together: the run's JVM compiles with C1 only (``build_session(short_run=True)``)."""
+    try:
+        records = replay.records_within(logs, SMALL_BATCH_ROWS)
+        return records is not None and inputs_within(
+            lake, input_sources(lake), SMALL_BATCH_ROWS - records
+        )
+    except (DeltaError, OSError, ValueError):  # unreadable: the run says so when it reads it
+        return False
+
+
 def main(
     argv: Sequence[str] | None = None,
     *,
@@ -117,7 +132,7 @@ def main(
     if spark is None:
         from routing.io.session import build_session
 
-        spark = build_session("jobs.replay")
+        spark = build_session("jobs.replay", short_run=short_run(Lake.at(args.lake), logs))
     try:
         started = time.perf_counter()
         try:

@@ -15,6 +15,7 @@ from chispa import assert_df_equality
 from jobs import demo
 from jobs import replay as replay_job
 from routing.io.lake import Lake
+from routing.io.session import SMALL_BATCH_ROWS
 from routing.tools import replay
 from tests.lakeio import rows
 
@@ -156,6 +157,24 @@ def test_a_parquet_log_loads_like_the_same_json_lines(spark, tmp_path):
         )
 
     assert_df_equality(tables(parquet), tables(log), ignore_row_order=False, ignore_nullable=True)
+
+
+def test_a_short_replay_counts_the_logs_records_and_the_lakes_rows(spark, tmp_path):
+    """``jobs.replay`` starts a short run's JVM (C1 only, session.SHORT_RUN_JAVA_OPTIONS)
+    when the logs and the lake's input so far are one small batch at most."""
+    log = write_lines(tmp_path / "log.jsonl", GOOD)
+    parquet = tmp_path / "log.parquet"
+    pq.write_table(pa.table({"type": ["send"] * 5}), parquet)
+    logs = [str(log), str(parquet)]
+    assert [replay.records_within(logs, rows) for rows in (2, 7, 8, 100)] == [None, None, 8, 8]
+
+    lake = Lake.at(tmp_path / "lake")
+    near = [str(write_lines(tmp_path / "near.jsonl", [GOOD[0]] * (SMALL_BATCH_ROWS - 1)))]
+    assert replay_job.short_run(lake, near)  # an empty lake
+    replay_job.load_logs(spark, lake, [str(log)])  # three input rows
+    assert replay_job.short_run(lake, [str(log)])
+    assert not replay_job.short_run(lake, near)
+    assert not replay_job.short_run(lake, [str(tmp_path / "missing.jsonl")])
 
 
 def test_loading_the_same_logs_twice_appends_them_once(spark, tmp_path):

@@ -17,10 +17,12 @@ job then validates the rows the way it validates any input.
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -248,9 +250,30 @@ def load(spark: SparkSession, paths: Sequence[str]) -> Loaded:
     return split(checked(spark, paths))
 
 
+def is_parquet(path: str) -> bool:
+    """A log in Parquet (by its name); any other is JSON Lines."""
+    return Path(path).suffix.lower() in (".parquet", ".pq")
+
+
+def records_within(paths: Sequence[str], rows: int) -> int | None:
+    """How many records the logs hold, when at most ``rows`` (None: more). A Parquet log's
+    from its footer, a JSON Lines log's by its lines (blank and bad ones too: a bound),
+    read no further than ``rows`` lines in all."""
+    total = 0
+    for path in paths:
+        if is_parquet(path):
+            total += pq.ParquetFile(path).metadata.num_rows
+        else:
+            with open(path, "rb") as lines:
+                total += sum(1 for _ in itertools.islice(lines, rows - total + 1))
+        if total > rows:
+            return None
+    return total
+
+
 def checked(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
     """Every record typed, with ``_reason`` (null when the record is valid)."""
-    parquet = [p for p in paths if Path(p).suffix.lower() in (".parquet", ".pq")]
+    parquet = [p for p in paths if is_parquet(p)]
     jsonl = [p for p in paths if p not in parquet]
     frames = ([_json_records(spark, jsonl)] if jsonl else []) + (
         [_parquet_records(spark, parquet)] if parquet else []
