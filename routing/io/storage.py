@@ -101,6 +101,9 @@ APP_TRANSACTION_APPEND = "routing.delta.AppTransactionAppend"
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+MERGE_MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
+"""Whether a MERGE copies its source into a local checkpoint first (Delta's ``auto``: any
+source that is not a Delta scan). The queue rows a batch merges are one already."""
 
 JOB_TABLES: dict[str, pa.Schema] = {
     layout.JOURNAL: schemas.JOURNAL,
@@ -865,7 +868,14 @@ class DeltaStorage:
                 checkpoints=self._checkpoints,
             )
             return
-        settings = {TXN_APP_ID: app_id, TXN_VERSION: str(batch_id), USER_METADATA: state.to_json()}
+        settings = {
+            TXN_APP_ID: app_id,
+            TXN_VERSION: str(batch_id),
+            USER_METADATA: state.to_json(),
+            # the rows are a local checkpoint (:meth:`write`): they cannot change between
+            # the MERGE's two passes, which is all Delta's own copy of them would ensure
+            MERGE_MATERIALIZE_SOURCE: "none",
+        }
         with session_conf(spark, settings):
             (
                 DeltaTable.forPath(spark, location)
