@@ -240,23 +240,29 @@ def test_a_batch_that_changes_no_pending_row_appends_its_queue_rows(
     )
 
 
-def job_descriptions(spark: SparkSession) -> list[str]:
-    """The descriptions of the Spark jobs the application ran so far (its status store)."""
-    jvm = spark.sparkContext._jvm
-    jobs = spark.sparkContext._jsc.sc().statusStore().jobsList(None)
-    listed = jvm.scala.jdk.javaapi.CollectionConverters.asJava(jobs)
-    return [j.description().get() for j in listed if j.description().isDefined()]
+def job_descriptions(spark: SparkSession) -> dict[int, str]:
+    """The Spark jobs the application ran so far, by id, with their descriptions ("" for
+    none), from its status store once the listeners have caught up."""
+    context = spark.sparkContext._jsc.sc()
+    context.listenerBus().waitUntilEmpty(60_000)
+    jobs = context.statusStore().jobsList(None)
+    listed = spark.sparkContext._jvm.scala.jdk.javaapi.CollectionConverters.asJava(jobs)
+    described = ((j.jobId(), j.description()) for j in listed)
+    return {i: d.get() if d.isDefined() else "" for i, d in described}
 
 
 def test_a_batch_that_changes_a_pending_row_merges_its_queue_rows(spark, tmp_path):
     lake = Lake.at(tmp_path / "lake")
     storage = DeltaStorage(lake)
     write_batch(spark, storage, 0, [queue_row(1, "PENDING"), queue_row(2, "PENDING")])
+    before = job_descriptions(spark)
     write_batch(spark, storage, 1, [queue_row(1, "ACKED"), queue_row(3, "PENDING")])
+    ran = {i: d for i, d in job_descriptions(spark).items() if i not in before}
 
     assert last_operation(spark, lake) == "MERGE"
+    assert ran
     # the rows were checkpointed by the write: Delta's MERGE does not copy them again
-    assert not [d for d in job_descriptions(spark) if "materialize source" in d]
+    assert not [d for d in ran.values() if "materialize source" in d]
     rows = spark.read.format("delta").load(lake.queue_messages).collect()
     assert sorted((r.message_id, r.status) for r in rows) == [
         (1, "ACKED"),
