@@ -58,6 +58,7 @@ from routing.io import lake
 from routing.io.delta_tables import (
     DataFile,
     TableFiles,
+    TableLogs,
     arrow_schema,
     epoch_micros,
     is_table,
@@ -85,10 +86,11 @@ def input_sources(root: lake.Lake) -> list[str]:
     return root.address_sources() + fixed
 
 
-def check_table(root: lake.Lake, source: str) -> None:
-    """Raise :class:`LakeSchemaError` if the table ``source`` lacks a required column."""
+def check_table(root: lake.Lake, source: str, schema: pa.Schema | None = None) -> None:
+    """Raise :class:`LakeSchemaError` if the table ``source`` (its ``schema``, when known)
+    lacks a required column."""
     kind = kind_of(source)
-    names = set(arrow_schema(root.table(source)).names)
+    names = set((schema or arrow_schema(root.table(source))).names)
     missing = [c for c in kind.required if c not in names]
     if missing:
         raise LakeSchemaError(
@@ -229,18 +231,19 @@ class LakeEventsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.max_events = int(limit) if limit is not None else None
         self.as_of = parse_as_of(options.get(AS_OF.lower()))
         self.cap: dict[str, int] | None = None
+        self._tables = TableLogs()
         self._logs: dict[str, TableFiles] = {}
         self._schemas: dict[tuple[str, int], str] = {}
 
     def _log(self, source: str) -> TableFiles:
         if source not in self._logs:
-            self._logs[source] = TableFiles(self.lake.table(source), _time(source))
+            self._logs[source] = TableFiles(self.lake.table(source), _time(source), self._tables)
         return self._logs[source]
 
     def _schema(self, source: str, version: int) -> str:
         """The table's Spark schema (JSON) at ``version``."""
         if (source, version) not in self._schemas:
-            schema = arrow_schema(self.lake.table(source), version)
+            schema = self._log(source).schema(version)
             self._schemas[(source, version)] = from_arrow_schema(schema).json()
         return self._schemas[(source, version)]
 
@@ -290,7 +293,7 @@ class LakeEventsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         new = {s: self._log(s).added(start["tables"].get(s, -1), v) for s, v in versions.items()}
         for source, files in new.items():
             if files:
-                check_table(self.lake, source)
+                check_table(self.lake, source, self._log(source).schema(versions[source]))
         base = self._base(start)
         held = {
             s: self._held(s, base.get(s, -1), v, start["until"]) for s, v in start["tables"].items()

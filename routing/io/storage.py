@@ -43,12 +43,10 @@ from pyspark.sql import functions as F
 from routing.broker import layout
 from routing.broker.state import JobState
 from routing.io.delta_tables import (
+    TableLogs,
     commit_app_ids,
-    file_count,
     is_table,
-    last_user_metadata,
     row_count,
-    table_version,
     transaction_version,
 )
 from routing.io.jvm import jvm_class
@@ -213,6 +211,7 @@ def append(
     user_metadata: str | None = None,
     rows_per_file: int | None = None,
     checkpoints: LogCheckpoints | None = None,
+    logs: TableLogs | None = None,
 ) -> None:
     """Append ``rows`` to the Delta table at ``location`` (created if missing), as one
     commit; with ``app_id`` the commit is the app transaction ``(app_id, txn_version)``,
@@ -229,6 +228,7 @@ def append(
     :param checkpoints: where a checkpoint of the log the commit is due goes, to be written
         beside the job's next steps rather than inside the commit (:class:`LogCheckpoints`;
         through :data:`APP_TRANSACTION_APPEND` only). None: Delta writes it in the commit.
+    :param logs: where the job asks the table's transactions (None: the log read anew).
     """
     # a producer may have created its address table without the optional columns
     options = {"mergeSchema": "true"}
@@ -247,7 +247,7 @@ def append(
         writer.save(location)
         return
     assert app_id is not None and txn_version is not None  # an app transaction
-    done = transaction_version(location, app_id)
+    done = (logs.transaction_version if logs else transaction_version)(location, app_id)
     if done is not None and done >= txn_version:
         return  # committed already: what Delta's writer would skip
     due = appender.append(
@@ -389,13 +389,14 @@ def append_kept(
     first: Callable[[str], bool] | None = layout.is_address_source,
     rows_per_file: int | None = None,
     checkpoints: LogCheckpoints | None = None,
+    logs: TableLogs | None = None,
 ) -> dict[str, int]:
     """Append ``kept`` rows to the lake: one commit per table that gets rows, the tables
     for which ``first`` holds before the others (None: all at once), each group's commits
     side by side on ``pool`` (:data:`CONCURRENT_COMMITS`): they are separate Delta tables,
     each commit its own transaction. Each task writes its rows in the order it holds
     them, in files of at most ``rows_per_file`` rows (:func:`append`, which takes
-    ``checkpoints`` too).
+    ``checkpoints`` and ``logs`` too).
 
     :return: the row counts by table (:attr:`KeptRows.totals`).
     """
@@ -410,6 +411,7 @@ def append_kept(
             txn_version=txn_version,
             rows_per_file=rows_per_file,
             checkpoints=checkpoints,
+            logs=logs,
         )
 
     counts = kept.totals
@@ -590,15 +592,16 @@ class DeltaStorage:
     _carried: CarriedPending | None = field(default=None, init=False, repr=False)
     _ids: CarriedProducerIds | None = field(default=None, init=False, repr=False)
     _checkpoints: LogCheckpoints | None = field(default=None, init=False, repr=False)
+    _logs: TableLogs = field(default_factory=TableLogs, init=False, repr=False)
 
     def done(self, app_id: str, batch_id: int) -> bool:
         """True when ``batch_id`` was fully written (its ``queue_messages`` commit landed)."""
-        version = transaction_version(self.lake.queue_messages, app_id)
+        version = self._logs.transaction_version(self.lake.queue_messages, app_id)
         return version is not None and version >= batch_id
 
     def state(self) -> JobState:
         """The job state of the last commit that carries one."""
-        return JobState.from_json(last_user_metadata(self.lake.queue_messages))
+        return JobState.from_json(self._logs.last_user_metadata(self.lake.queue_messages))
 
     def pending(self, spark: SparkSession) -> DataFrame:
         """PENDING rows of ``queue_messages`` (the partition alone is read).
@@ -610,7 +613,7 @@ class DeltaStorage:
         """
         location = self.lake.queue_messages
         carried = self._carried
-        if carried is not None and table_version(location) == carried.version:
+        if carried is not None and self._logs.version(location) == carried.version:
             self._read = carried.rows
             return self._read
         if carried is not None:
@@ -650,9 +653,9 @@ class DeltaStorage:
         location = self.lake.producer_ids
         if not is_table(location):
             return None
-        if file_count(location) > COMPACT_PRODUCER_IDS_AT:
+        if self._logs.file_count(location) > COMPACT_PRODUCER_IDS_AT:
             DeltaTable.forPath(spark, location).optimize().executeCompaction()
-        version = table_version(location)
+        version = self._logs.version(location)
         if self._ids is None or self._ids.version != version:
             self._drop_ids()
             base = (
@@ -716,6 +719,7 @@ class DeltaStorage:
                     txn_version=batch_id,
                     first=None if small else layout.is_address_source,
                     checkpoints=self._checkpoints,
+                    logs=self._logs,
                 )
                 queue = overlapped.result() if overlapped else counted()
                 self._commit_queue_rows(queue, state, app_id, batch_id)
@@ -763,7 +767,7 @@ class DeltaStorage:
             if read is None or queue.count > CARRIED_PENDING_ROWS:
                 return
             location = self.lake.queue_messages
-            version = table_version(location)
+            version = self._logs.version(location)
             if app_id not in commit_app_ids(location, version):
                 return
             if previous is not None and read is previous.rows:
@@ -805,7 +809,7 @@ class DeltaStorage:
             if carried is None or ids is None or written == 0:
                 return  # no commit: the next batch finds the version it expects, or reads again
             location = self.lake.producer_ids
-            version = table_version(location)
+            version = self._logs.version(location)
             if (
                 version != carried.version + 1
                 or app_id not in commit_app_ids(location, version)
@@ -866,6 +870,7 @@ class DeltaStorage:
                 partition_by=[schemas.QUEUE_MESSAGES_PARTITION],
                 user_metadata=state.to_json(),
                 checkpoints=self._checkpoints,
+                logs=self._logs,
             )
             return
         settings = {
@@ -895,7 +900,7 @@ class DeltaStorage:
         return (
             carried is not None
             and self._read is carried.rows
-            and table_version(self.lake.queue_messages) == carried.version
+            and self._logs.version(self.lake.queue_messages) == carried.version
         )
 
     def _count_queue_rows(

@@ -1,0 +1,89 @@
+"""The Delta metadata the job reads through delta-rs (:mod:`routing.io.delta_tables`)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
+
+from routing.io.delta_tables import (
+    TableFiles,
+    TableLogs,
+    arrow_schema,
+    file_count,
+    last_user_metadata,
+    table_version,
+    transaction_version,
+)
+from routing.io.storage import append as job_append
+from routing.plan import schemas
+from tests.lakeio import append, at
+
+APP = "jobs.route:test"
+
+
+def send(location: str, message_id: int) -> None:
+    """One producer commit of one message."""
+    row = {"message_id": message_id, "address": "orders", "sent_at": at(message_id)}
+    append(location, [row], schemas.MESSAGE)
+
+
+def answers(logs: TableLogs, location: str) -> tuple:
+    return (
+        logs.version(location),
+        logs.transaction_version(location, APP),
+        logs.last_user_metadata(location),
+        logs.file_count(location),
+    )
+
+
+def loaded_anew(location: str) -> tuple:
+    return (
+        table_version(location),
+        transaction_version(location, APP),
+        last_user_metadata(location),
+        file_count(location),
+    )
+
+
+def test_kept_table_views_follow_every_later_commit(spark, tmp_path):
+    """A view kept across questions answers as a table loaded anew would, however many
+    commits other writers made since it was last asked."""
+    location = str(tmp_path / "orders")
+    logs = TableLogs()
+    assert answers(logs, location) == loaded_anew(location) == (-1, None, None, 0)
+
+    send(location, 1)
+    assert answers(logs, location) == loaded_anew(location) == (0, None, None, 1)
+
+    send(location, 2)
+    send(location, 3)
+    frame = spark.createDataFrame(
+        pa.Table.from_pylist(
+            [{"message_id": 4, "address": "orders", "sent_at": at(4)}], schema=schemas.MESSAGE
+        )
+    )
+    job_append(frame, location, app_id=APP, txn_version=7, user_metadata='{"clock": 4}', logs=logs)
+    assert answers(logs, location) == loaded_anew(location) == (3, 7, '{"clock": 4}', 4)
+
+    operations = {c["version"]: c.get("operation") for c in DeltaTable(location).history()}
+    assert logs.operations(location, 1) == {v: op for v, op in operations.items() if v > 1}
+
+
+def test_a_tables_schema_at_a_version_it_learnt_and_before(tmp_path):
+    """The schema of the version the table's files were learnt up to comes from the view
+    already loaded; an earlier version's is read from the log, as before."""
+    location = str(tmp_path / "orders")
+    narrow = pa.schema([schemas.MESSAGE.field(n) for n in ("message_id", "address", "sent_at")])
+    append(location, [{"message_id": 1, "address": "orders", "sent_at": at(1)}], narrow)
+    wide = pa.Table.from_pylist(
+        [{"message_id": 2, "address": "orders", "sent_at": at(2), "priority": 7}],
+        schema=pa.schema([*narrow, schemas.MESSAGE.field("priority")]),
+    )
+    write_deltalake(location, wide, mode="append", schema_mode="merge")
+
+    files = TableFiles(location, "sent_at")
+    assert [f.version for f in files.added(-1, 1)] == [0, 1]
+    assert files.schema(1) == arrow_schema(location, 1)
+    assert "priority" in files.schema(1).names
+    assert files.schema(0) == arrow_schema(location, 0)
+    assert "priority" not in files.schema(0).names
