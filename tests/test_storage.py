@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from chispa import assert_df_equality
+from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -19,6 +20,7 @@ from routing.io.jvm import jvm_class
 from routing.io.lake import Lake
 from routing.io.storage import (
     APP_TRANSACTION_APPEND,
+    CHECKPOINT_INTERVAL,
     OVERLAPPED_ROWS,
     TABLE,
     DeltaStorage,
@@ -476,6 +478,28 @@ def test_an_append_due_a_checkpoint_leaves_it_to_the_job(spark, tmp_path):
     assert_df_equality(
         spark.read.format("delta").load(ours), spark.read.format("delta").load(delta)
     )
+
+
+def table_properties(location: str) -> dict[str, str]:
+    return DeltaTable(location).metadata().configuration
+
+
+def test_the_tables_the_job_creates_are_checkpointed_every_hundred_commits(spark, tmp_path):
+    """Set on creation, through the job's append and through Delta's writer alike; a table
+    a producer created keeps its own properties."""
+    rows = local_frame(
+        spark, [queue_row(1, "PENDING")], schemas.spark_schema(schemas.QUEUE_MESSAGE)
+    )
+    ours, deltas, producers = (str(tmp_path / name) for name in ("ours", "delta", "producer"))
+    append_rows(rows, ours, app_id=APP, txn_version=0)  # through APP_TRANSACTION_APPEND
+    append_rows(rows, deltas)  # no app transaction: Delta's own writer
+    append(producers, [], schemas.QUEUE_MESSAGE)
+    append_rows(rows, producers, app_id=APP, txn_version=0)
+
+    interval = {"delta.checkpointInterval": str(CHECKPOINT_INTERVAL)}
+    assert CHECKPOINT_INTERVAL == 100
+    assert table_properties(ours) == table_properties(deltas) == interval
+    assert "delta.checkpointInterval" not in table_properties(producers)
 
 
 def test_the_storage_writes_the_checkpoints_its_commits_were_due_before_it_closes(spark, tmp_path):

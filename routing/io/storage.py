@@ -96,6 +96,13 @@ APP_TRANSACTION_APPEND = "routing.delta.AppTransactionAppend"
 """Delta's append of an app transaction without its check of the table's transactions
 (jars/src/routing/delta, built by ``make setup``; :func:`append`)."""
 
+CHECKPOINT_INTERVAL = 100
+"""``delta.checkpointInterval`` of the tables the job creates (:func:`append`; Delta's
+default is 10). The job commits each of its tables once a batch, so at 10 a continuous job
+wrote a checkpoint of each every ten batches, and the batches beside them ran about 0.8 s
+longer (:class:`LogCheckpoints`). A reader that loads a table anew replays the commits since
+its last checkpoint: up to 99 small files, some tens of milliseconds (docs/DESIGN.md)."""
+
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
@@ -213,9 +220,10 @@ def append(
     checkpoints: LogCheckpoints | None = None,
     logs: TableLogs | None = None,
 ) -> None:
-    """Append ``rows`` to the Delta table at ``location`` (created if missing), as one
-    commit; with ``app_id`` the commit is the app transaction ``(app_id, txn_version)``,
-    skipped when that version was committed already.
+    """Append ``rows`` to the Delta table at ``location`` (created if missing, with a
+    checkpoint every :data:`CHECKPOINT_INTERVAL` commits), as one commit; with ``app_id``
+    the commit is the app transaction ``(app_id, txn_version)``, skipped when that version
+    was committed already.
 
     Delta's writer asks the table whether it was by rebuilding the snapshot's state, two
     Spark queries before every append, since each commit makes a new snapshot: most of a
@@ -230,8 +238,9 @@ def append(
         through :data:`APP_TRANSACTION_APPEND` only). None: Delta writes it in the commit.
     :param logs: where the job asks the table's transactions (None: the log read anew).
     """
-    # a producer may have created its address table without the optional columns
-    options = {"mergeSchema": "true"}
+    # a producer may have created its address table without the optional columns;
+    # the interval is the property of a table this append creates, and of no other
+    options = {"mergeSchema": "true", "delta.checkpointInterval": str(CHECKPOINT_INTERVAL)}
     if app_id is not None:
         options.update(txnAppId=app_id, txnVersion=str(txn_version))
     if rows_per_file is not None:

@@ -1,5 +1,6 @@
 package routing.delta;
 
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
@@ -7,6 +8,7 @@ import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SaveMode;
 import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.delta.DeltaConfigs$;
 import org.apache.spark.sql.delta.DeltaLog;
 import org.apache.spark.sql.delta.DeltaOperations;
 import org.apache.spark.sql.delta.DeltaOptions;
@@ -44,7 +46,9 @@ public final class AppTransactionAppend {
    * Append {@code data} to the table at {@code path} (created if missing) in one commit.
    *
    * @param options the writer's options: {@code txnAppId}, {@code txnVersion},
-   *     {@code mergeSchema}, {@code userMetadata}, {@code maxRecordsPerFile}...
+   *     {@code mergeSchema}, {@code userMetadata}, {@code maxRecordsPerFile}...; those named
+   *     {@code delta.*} are the properties of a table this append creates, as Delta's data
+   *     source takes them ({@code DeltaDataSource.createRelation})
    * @param partitionBy the partition columns of a table created by this append
    * @param deferCheckpoint leave the checkpoint the commit may be due out of it
    * @return the version committed when {@code deferCheckpoint} left its checkpoint out, else -1
@@ -57,10 +61,15 @@ public final class AppTransactionAppend {
       List<String> partitionBy,
       boolean deferCheckpoint) {
     DeltaLog log = DeltaLog.forTable(spark, path);
-    DeltaOptions deltaOptions =
-        new DeltaOptions(
-            scala.collection.immutable.Map.from(CollectionConverters.asScala(options)),
-            spark.sessionState().conf());
+    DeltaOptions deltaOptions = new DeltaOptions(scalaMap(options), spark.sessionState().conf());
+    Map<String, String> named = new HashMap<>();
+    options.forEach((key, value) -> {
+      if (key.startsWith("delta.")) {
+        named.put(key, value);
+      }
+    });
+    scala.collection.immutable.Map<String, String> properties =
+        DeltaConfigs$.MODULE$.validateConfigurations(scalaMap(named));
     Seq<String> partitions = CollectionConverters.asScala(partitionBy).toList();
     WriteIntoDelta write =
         new WriteIntoDelta(
@@ -68,7 +77,7 @@ public final class AppTransactionAppend {
             SaveMode.Append,
             deltaOptions,
             partitions,
-            scala.collection.immutable.Map$.MODULE$.empty(),
+            properties,
             data,
             Option.empty(),
             Option.empty(),
@@ -106,6 +115,10 @@ public final class AppTransactionAppend {
     } finally {
       OptimisticTransaction$.MODULE$.clearActive();
     }
+  }
+
+  private static scala.collection.immutable.Map<String, String> scalaMap(Map<String, String> map) {
+    return scala.collection.immutable.Map.from(CollectionConverters.asScala(map));
   }
 
   /**
