@@ -49,7 +49,7 @@ def is_table(location: str) -> bool:
 
 def table_version(location: str) -> int:
     """The table's latest version, -1 when there is no table."""
-    return DeltaTable(location).version() if is_table(location) else -1
+    return TableLogs().version(location)
 
 
 def arrow_schema(location: str, version: int | None = None) -> pa.Schema:
@@ -59,7 +59,7 @@ def arrow_schema(location: str, version: int | None = None) -> pa.Schema:
 
 def file_count(location: str) -> int:
     """How many data files the table's latest version has."""
-    return len(DeltaTable(location).file_uris()) if is_table(location) else 0
+    return TableLogs().file_count(location)
 
 
 def row_count(location: str, version: int | None = None) -> int | None:
@@ -74,9 +74,7 @@ def row_count(location: str, version: int | None = None) -> int | None:
 
 def transaction_version(location: str, app_id: str) -> int | None:
     """The last ``txnVersion`` the app ``app_id`` committed to the table (None: never)."""
-    if not is_table(location):
-        return None
-    return DeltaTable(location).transaction_version(app_id)
+    return TableLogs().transaction_version(location, app_id)
 
 
 def last_user_metadata(location: str, lookback: int = 100) -> str | None:
@@ -84,7 +82,7 @@ def last_user_metadata(location: str, lookback: int = 100) -> str | None:
 
     Commits without it (an operator's ``OPTIMIZE``, say) are looked past.
     """
-    return _last_user_metadata(DeltaTable(location), lookback) if is_table(location) else None
+    return TableLogs().last_user_metadata(location, lookback)
 
 
 class TableLogs:
