@@ -70,8 +70,8 @@ def test_kept_table_views_follow_every_later_commit(spark, tmp_path):
 
 
 def test_a_tables_schema_at_a_version_it_learnt_and_before(tmp_path):
-    """The schema of the version the table's files were learnt up to comes from the view
-    already loaded; an earlier version's is read from the log, as before."""
+    """A table's schema at the version its files were learnt up to (answered by the view
+    that learnt them) and at an earlier one (read from the log) are each that version's."""
     location = str(tmp_path / "orders")
     narrow = pa.schema([schemas.MESSAGE.field(n) for n in ("message_id", "address", "sent_at")])
     append(location, [{"message_id": 1, "address": "orders", "sent_at": at(1)}], narrow)

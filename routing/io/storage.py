@@ -47,7 +47,6 @@ from routing.io.delta_tables import (
     commit_app_ids,
     is_table,
     row_count,
-    transaction_version,
 )
 from routing.io.jvm import jvm_class
 from routing.io.lake import Lake
@@ -256,7 +255,7 @@ def append(
         writer.save(location)
         return
     assert app_id is not None and txn_version is not None  # an app transaction
-    done = (logs.transaction_version if logs else transaction_version)(location, app_id)
+    done = (logs or TableLogs()).transaction_version(location, app_id)
     if done is not None and done >= txn_version:
         return  # committed already: what Delta's writer would skip
     due = appender.append(
