@@ -21,6 +21,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -109,24 +110,29 @@ def _phases(output: str) -> list[Figure]:
     return figures
 
 
-def latency(workdir: Path, batches: int = 30, rows: int = 120) -> list[float]:
-    """Seconds from each producer commit to its rows in ``queue_messages``."""
+ROUTE_CONTINUOUSLY = [
+    sys.executable,
+    "-m",
+    "jobs.route",
+    "--conf",
+    str(CONF),
+    "--trigger",
+    "1 second",
+]
+"""The latency run's job: ``jobs.route`` at a 1 s trigger (the lake's ``--lake`` is added)."""
+
+
+def latency(
+    workdir: Path, batches: int = 30, rows: int = 120, job: Sequence[str] = ROUTE_CONTINUOUSLY
+) -> list[float]:
+    """Seconds from each producer commit to its rows in ``queue_messages``, with ``job``
+    (a command, given ``--lake``) running on the lake."""
     lake = Lake.at(workdir / "latency-lake")
     template = message_table(rows)
     source = lake.address_table("orders")
     write_deltalake(source, template.slice(0, 0), mode="append")
-    job = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "jobs.route",
-            "--conf",
-            str(CONF),
-            "--lake",
-            lake.root,
-            "--trigger",
-            "1 second",
-        ],
+    process = subprocess.Popen(
+        [*job, "--lake", lake.root],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -146,8 +152,8 @@ def latency(workdir: Path, batches: int = 30, rows: int = 120) -> list[float]:
             write_deltalake(source, batch, mode="append")
             committed = time.perf_counter()
             last = int(ids[-1])
-            if job.poll() is not None:
-                raise RuntimeError(f"jobs.route exited {job.returncode} during the latency run")
+            if process.poll() is not None:
+                raise RuntimeError(f"the latency run's job exited {process.returncode}")
             while time.perf_counter() - committed < 30:
                 if _has_id(lake.queue_messages, last):
                     seen.append(time.perf_counter() - committed)
@@ -155,11 +161,11 @@ def latency(workdir: Path, batches: int = 30, rows: int = 120) -> list[float]:
                 time.sleep(0.05)
             time.sleep(max(0.0, 1.0 - (time.perf_counter() - committed)))
     finally:
-        os.killpg(job.pid, signal.SIGTERM)
+        os.killpg(process.pid, signal.SIGTERM)
         try:
-            job.wait(60)
+            process.wait(60)
         except subprocess.TimeoutExpired:
-            os.killpg(job.pid, signal.SIGKILL)
+            os.killpg(process.pid, signal.SIGKILL)
     return seen
 
 
