@@ -38,14 +38,14 @@ from pyspark.sql import functions as F
 
 from bench import Figure
 from bench.replay import latency
-from bench.route import SIZES, input_lake
+from bench.route import ROOT, SIZES, input_lake
 from routing.io import storage
 from routing.io.delta_tables import TableLogs
 from routing.io.lake import Lake
 from routing.io.session import SMALL_BATCH_CONF, build_session
 from routing.plan import schemas
+from routing.plan._columns import union_by_name
 
-ROOT = Path(__file__).resolve().parents[1]
 COLD_RUNS = 3
 
 
@@ -95,13 +95,16 @@ def read_write(lake: Lake, to: Path) -> None:
     queue rows and as copies, the deliveries, and one narrow journal-like row per input
     row (four tables, side by side as the job writes them)."""
     spark = build_session("bench-floor")
-    messages = _union(
-        [spark.read.format("delta").load(lake.table(t)) for t in lake.address_sources()]
+    messages = union_by_name(
+        [spark.read.format("delta").load(lake.table(t)) for t in lake.address_sources()],
+        allow_missing=True,  # a producer may leave out the optional columns
     )
     deliveries = spark.read.format("delta").load(lake.deliveries)
-    narrow = _union(
+    narrow = union_by_name(
         [
-            messages.select("message_id", F.lit("ROUTED").alias("event"), "sent_at"),
+            messages.select(
+                "message_id", F.lit("ROUTED").alias("event"), F.col("sent_at").alias("at")
+            ),
             deliveries.select("message_id", F.lit("ACKED").alias("event"), "at"),
         ]
     )
@@ -123,13 +126,6 @@ def read_write(lake: Lake, to: Path) -> None:
     with ThreadPoolExecutor(storage.CONCURRENT_COMMITS) as pool:
         list(pool.map(write, tables))
     spark.stop()
-
-
-def _union(frames: list[DataFrame]) -> DataFrame:
-    union = frames[0]
-    for frame in frames[1:]:
-        union = union.unionByName(frame, allowMissingColumns=True)
-    return union
 
 
 def _timed(command: list[str]) -> float:
