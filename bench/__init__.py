@@ -29,18 +29,26 @@ SINGLE_PROCESS = 13_700
 """Marginal msg/s of a single-process pure-Python router on the demo lakes (issue 22)."""
 
 
-def marginal_figures(times: dict[int, float], target: float) -> list[Figure]:
-    """The marginal throughput ``(large - small) / (T(large) - T(small))`` of two runs (it
-    cancels their fixed costs), against ``target`` msg/s and the single-process router."""
+def marginal(times: dict[int, float]) -> float:
+    """The marginal throughput ``(large - small) / (T(large) - T(small))`` of two runs of
+    ``size: seconds``: it cancels their fixed costs."""
     small, large = sorted(times)
-    marginal = (large - small) / (times[large] - times[small])
+    return (large - small) / (times[large] - times[small])
+
+
+def marginal_figures(times: dict[int, float], target: float) -> list[Figure]:
+    """:func:`marginal` against ``target`` msg/s and the single-process router."""
+    small, large = sorted(times)
+    throughput = marginal(times)
     return [
         Figure(
             f"marginal throughput ({large:,} - {small:,})",
-            marginal,
+            throughput,
             "msg/s",
             f">= {target / 1000:.0f}k",
-            marginal >= target,
+            throughput >= target,
         ),
-        Figure("  ratio to the single-process pure-Python router", marginal / SINGLE_PROCESS, "x"),
+        Figure(
+            "  ratio to the single-process pure-Python router", throughput / SINGLE_PROCESS, "x"
+        ),
     ]

@@ -36,7 +36,7 @@ import numpy as np
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from bench import Figure
+from bench import Figure, marginal
 from bench.replay import latency
 from bench.route import ROOT, SIZES, input_lake
 from routing.io import storage
@@ -170,11 +170,10 @@ def run(spark: SparkSession, scale: float) -> list[Figure]:
             times[size] = _timed(_floor("read-write", "--lake", str(lake), "--to", str(out)))
             figures.append(Figure(f"read and write, {size:,} messages, wall", times[size], "s"))
         small, large = sorted(times)
-        marginal = (large - small) / (times[large] - times[small])
         figures.append(
             Figure(
                 f"read and write marginal throughput ({large:,} - {small:,})",
-                marginal,
+                marginal(times),
                 "msg/s",
                 "route: >= 65k",
             )
@@ -192,7 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     when = passing.add_mutually_exclusive_group(required=True)
     when.add_argument("--available-now", action="store_true")
     when.add_argument("--trigger", help="a processing-time trigger, e.g. '1 second'")
-    writing = jobs.add_parser("read-write", help="read the input tables, write 6.2 rows a message")
+    writing = jobs.add_parser(
+        "read-write", help="read the input tables, write about six rows a message"
+    )
     writing.add_argument("--lake", required=True)
     writing.add_argument("--to", required=True, type=Path)
     args = parser.parse_args(argv)
