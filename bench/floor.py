@@ -25,10 +25,8 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -37,8 +35,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from bench import Figure, marginal
+from bench.process import run_job
 from bench.replay import latency
-from bench.route import ROOT, SIZES, input_lake
+from bench.route import SIZES, input_lake
 from routing.io import storage
 from routing.io.delta_tables import TableLogs
 from routing.io.lake import Lake
@@ -128,14 +127,6 @@ def read_write(lake: Lake, to: Path) -> None:
     spark.stop()
 
 
-def _timed(command: list[str]) -> float:
-    started = time.perf_counter()
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(command[2:4])} failed:\n{done.stderr[-2000:]}")
-    return time.perf_counter() - started
-
-
 def run(spark: SparkSession, scale: float) -> list[Figure]:
     workdir = Path(tempfile.mkdtemp(prefix="bench-floor-"))
     figures: list[Figure] = []
@@ -146,7 +137,9 @@ def run(spark: SparkSession, scale: float) -> list[Figure]:
             copy = workdir / "passed"
             shutil.rmtree(copy, ignore_errors=True)
             shutil.copytree(ten, copy)
-            colds.append(_timed(_floor("pass-through", "--lake", str(copy), "--available-now")))
+            colds.append(
+                run_job(_floor("pass-through", "--lake", str(copy), "--available-now")).seconds
+            )
         figures.append(
             Figure(
                 f"cold pass-through, ten-message lake, wall (median of {COLD_RUNS})",
@@ -167,7 +160,9 @@ def run(spark: SparkSession, scale: float) -> list[Figure]:
             lake = input_lake(spark, workdir, size)
             out = workdir / "written"
             shutil.rmtree(out, ignore_errors=True)
-            times[size] = _timed(_floor("read-write", "--lake", str(lake), "--to", str(out)))
+            times[size] = run_job(
+                _floor("read-write", "--lake", str(lake), "--to", str(out))
+            ).seconds
             figures.append(Figure(f"read and write, {size:,} messages, wall", times[size], "s"))
         small, large = sorted(times)
         figures.append(

@@ -12,28 +12,25 @@ commit to the moment its rows are in ``queue_messages``.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import psutil
 from deltalake import DeltaTable, write_deltalake
 
 from bench import Figure, marginal_figures
+from bench.process import ROOT, Run, run_job
 from bench.storage import message_table
 from jobs.demo import write_log
 from routing.io.lake import Lake
 
-ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf" / "broker.xml"
 SIZES = (100_000, 1_000_000)
 TEN_MILLION = False
@@ -41,50 +38,10 @@ TEN_MILLION = False
 against ``11 x T(1M)`` and its peak memory against the 1M run's (flat)."""
 
 
-def _tree_pss(process: psutil.Process) -> int:
-    """Proportional set size of the process tree: Spark forks its Python workers from one
-    daemon, and a sum of resident sets would count the pages they share once per worker
-    (about 0.7 GiB too much at 1M messages)."""
-    total = 0
-    for p in [process, *process.children(recursive=True)]:
-        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-            total += p.memory_full_info().pss
-    return total
-
-
-def replay(log: Path, lake: Path) -> tuple[float, int, str]:
-    """(seconds, peak RSS bytes, output) of one ``jobs.replay`` process."""
-    started = time.perf_counter()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "jobs.replay",
-            "--log",
-            str(log),
-            "--lake",
-            str(lake),
-            "--conf",
-            str(CONF),
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    watched = psutil.Process(process.pid)
-    peak = 0
-    output: list[str] = []
-    reader = threading.Thread(target=lambda: output.extend(process.stdout), daemon=True)
-    reader.start()
-    while process.poll() is None:
-        peak = max(peak, _tree_pss(watched))
-        time.sleep(0.5)
-    reader.join()
-    seconds = time.perf_counter() - started
-    if process.returncode != 0:
-        raise RuntimeError(f"jobs.replay exited {process.returncode}:\n{''.join(output[-30:])}")
-    return seconds, peak, "".join(output)
+def replay(log: Path, lake: Path) -> Run:
+    """One ``jobs.replay`` process of ``log`` into ``lake``, its peak memory sampled every 0.5 s."""
+    command = [sys.executable, "-m", "jobs.replay", "--log", str(log), "--lake", str(lake)]
+    return run_job([*command, "--conf", str(CONF)], memory=True, every=0.5)
 
 
 def _phases(output: str) -> list[Figure]:
@@ -194,8 +151,9 @@ def run(spark, scale: float) -> list[Figure]:
         peaks: dict[int, int] = {}
         for size in (max(1000, int(s * scale)) for s in SIZES):
             log = write_log(workdir / f"demo-{size}.parquet", size)
-            seconds, peak, output = replay(log, workdir / f"lake-{size}")
-            times[size], peaks[size] = seconds, peak
+            done = replay(log, workdir / f"lake-{size}")
+            seconds, output = done.seconds, done.output
+            times[size], peaks[size] = seconds, done.peak_pss
             rows_in = next(
                 (
                     line.split()[-1]
@@ -227,7 +185,8 @@ def run(spark, scale: float) -> list[Figure]:
         if TEN_MILLION:
             size = max(1000, int(10_000_000 * scale))
             log = write_log(workdir / f"demo-{size}.parquet", size)
-            seconds, peak, output = replay(log, workdir / f"lake-{size}")
+            done = replay(log, workdir / f"lake-{size}")
+            seconds, peak, output = done.seconds, done.peak_pss, done.output
             shutil.rmtree(workdir / f"lake-{size}", ignore_errors=True)
             bound = 11 * times[large]
             figures.append(

@@ -46,12 +46,12 @@ import pyarrow.parquet as pq
 from deltalake import write_deltalake
 
 from bench import Figure
+from bench.process import ROOT
 from routing.broker.ids import copy_id_py
 from routing.io.delta_tables import TableFiles, is_table
 from routing.io.lake import Lake
 from routing.plan import schemas
 
-ROOT = Path(__file__).resolve().parents[1]
 BROKER = ROOT / "conf" / "broker.xml"
 DEFAULT_SECONDS = 180.0
 TICK = 0.5  # seconds between producer appends
