@@ -132,7 +132,9 @@ def main(
     if spark is None:
         from routing.io.session import build_session
 
-        spark = build_session("jobs.replay", short_run=short_run(Lake.at(args.lake), logs))
+        spark = build_session(
+            "jobs.replay", short_run=short_run(Lake.at(args.lake), logs), run_to_end=True
+        )
     try:
         started = time.perf_counter()
         try:

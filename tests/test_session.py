@@ -1,3 +1,6 @@
+import re
+import subprocess
+
 from pyspark.sql import functions as F
 
 
@@ -92,3 +95,32 @@ def test_static_members_are_cached_but_fields_read_each_time(spark):
     integer = StaticMembers(getattr(jvm, "java.lang.Integer"))
     assert integer.MAX_VALUE == 2**31 - 1
     assert "MAX_VALUE" not in vars(integer)  # a field's value: read from the JVM each time
+
+
+def _collectors(java_options: str) -> set[str]:
+    """The garbage collectors a JVM started with ``java_options`` turns on."""
+    flags = subprocess.run(
+        ["java", *java_options.split(), "-XX:+PrintFlagsFinal", "-version"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return {gc for gc in ("UseG1GC", "UseParallelGC") if re.search(rf"\b{gc}\s+= true\b", flags)}
+
+
+def test_a_run_to_the_end_collects_with_the_parallel_collector_a_continuous_one_with_g1():
+    """``--available-now`` and replays trade pauses for throughput; a continuous job, whose
+    producers wait for each batch, keeps G1 (docs/DESIGN.md, "Where a big batch's time goes")."""
+    from routing.io.session import embedded_java_options
+
+    assert _collectors(embedded_java_options(run_to_end=True)) == {"UseParallelGC"}
+    assert _collectors(embedded_java_options(short_run=True, run_to_end=True)) == {"UseParallelGC"}
+    assert _collectors(embedded_java_options()) == {"UseG1GC"}
+
+
+def test_the_tests_session_runs_as_a_continuous_job_does(spark):
+    names = {
+        gc.getName()
+        for gc in spark.sparkContext._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
+    }
+    assert any(name.startswith("G1") for name in names)
