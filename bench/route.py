@@ -80,7 +80,7 @@ def run(spark: SparkSession, scale: float) -> list[Figure]:
         lake = input_lake(spark, workdir, size)
         runs = {"local[1]": route(lake, workdir, "local[1]")}
         runs["local[2]"] = route(lake, workdir, "local[2]")
-        pinned = shutil.which("taskset") and len(os.sched_getaffinity(0)) >= 2
+        pinned = bool(shutil.which("taskset")) and len(os.sched_getaffinity(0)) >= 2
         if pinned:
             runs["local[1] pinned to one CPU"] = route(lake, workdir, "local[1]", cpus="0")
         for master, done in runs.items():

@@ -233,7 +233,7 @@ ten-message lake's time goes")."""
 RUN_TO_END_JAVA_OPTIONS = "-XX:+UseParallelGC"
 """The collector of a JVM that routes what there is and exits (``--available-now``, a
 replay): the parallel one, not G1. On two cores G1's concurrent threads and write barriers
-cost a big batch more than the parallel collector's pauses: 1M messages 0.86x the wall,
+cost a big batch more than the parallel collector's pauses: 1M messages 0.87x the wall,
 the 1M replay's peak memory unchanged. A continuous job keeps G1, whose pauses stay short
 in the batches a producer waits for (docs/DESIGN.md, "Where a big batch's time goes")."""
 
