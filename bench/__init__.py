@@ -7,6 +7,12 @@ runs them with one SparkSession and prints a table.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+"""The project's checkout: the jobs run from here."""
+CONF = ROOT / "conf" / "broker.xml"
+"""The demo's broker.xml, which every benchmarked run routes with."""
 
 
 @dataclass(frozen=True)

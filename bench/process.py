@@ -8,11 +8,10 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import psutil
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench import ROOT
 
 
 @dataclass(frozen=True)

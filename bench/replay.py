@@ -25,13 +25,12 @@ from pathlib import Path
 import numpy as np
 from deltalake import DeltaTable, write_deltalake
 
-from bench import Figure, marginal_figures
-from bench.process import ROOT, Run, run_job
+from bench import CONF, ROOT, Figure, marginal_figures
+from bench.process import Run, run_job
 from bench.storage import message_table
 from jobs.demo import write_log
 from routing.io.lake import Lake
 
-CONF = ROOT / "conf" / "broker.xml"
 SIZES = (100_000, 1_000_000)
 TEN_MILLION = False
 """Also replay 10M messages once (``python -m bench replay --ten-million``): its time

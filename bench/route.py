@@ -25,13 +25,12 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from bench import Figure, marginal_figures
-from bench.process import ROOT, Run, run_job
+from bench import CONF, Figure, marginal_figures
+from bench.process import Run, run_job
 from jobs.demo import write_log
 from jobs.replay import load_logs
 from routing.io.lake import Lake
 
-CONF = ROOT / "conf" / "broker.xml"
 SIZES = (100_000, 1_000_000)
 SCALING = 300_000
 

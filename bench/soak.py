@@ -45,14 +45,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import write_deltalake
 
-from bench import Figure
-from bench.process import ROOT
+from bench import CONF, ROOT, Figure
 from routing.broker.ids import copy_id_py
 from routing.io.delta_tables import TableFiles, is_table
 from routing.io.lake import Lake
 from routing.plan import schemas
 
-BROKER = ROOT / "conf" / "broker.xml"
 DEFAULT_SECONDS = 180.0
 TICK = 0.5  # seconds between producer appends
 BATCH = 20  # orders per append (40 messages/s, 80 with their audit copies)
@@ -240,7 +238,7 @@ def soak(seconds: float, out=sys.stdout) -> list[Figure]:
     stop = threading.Event()
     with open(log, "wb") as handle:
         job = subprocess.Popen(
-            [*JOB, "--conf", str(BROKER), "--lake", lake.root, "--trigger", "1 second"],
+            [*JOB, "--conf", str(CONF), "--lake", lake.root, "--trigger", "1 second"],
             cwd=ROOT,
             env=_job_env(),
             stdout=handle,
