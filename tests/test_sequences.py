@@ -161,11 +161,18 @@ def test_the_vectorized_pass_equals_the_loop_wherever_batches_are_cut(case):
     assert run_scan(events, cuts) == expected(events)
 
 
+@pytest.mark.parametrize("batch_rows", ["10000", "1"])
 @pytest.mark.parametrize("partitions", ["2", "1"])
-def test_in_order_sorts_and_groups_the_rows_in_spark(spark, partitions):
+def test_in_order_sorts_and_groups_the_rows_in_spark(spark, partitions, batch_rows):
     """In the session's partitions, and in the one partition of a small batch
-    (``session.SMALL_BATCH_CONF``), where no shuffle brings a message's events together."""
-    with session_conf(spark, {"spark.sql.shuffle.partitions": partitions}):
+    (``session.SMALL_BATCH_CONF``), where no shuffle brings a message's events together;
+    with a message's events in one Arrow batch, and cut across batches (one row each),
+    which the UDF completes with the next batch."""
+    conf = {
+        "spark.sql.shuffle.partitions": partitions,
+        "spark.sql.execution.arrow.maxRecordsPerBatch": batch_rows,
+    }
+    with session_conf(spark, conf):
         check_in_order(spark, shuffled=partitions != "1")
 
 

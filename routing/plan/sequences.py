@@ -39,7 +39,8 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, IntegerType, StructField, StructType, TimestampType
 
 from routing.plan._columns import shuffle_partitions
@@ -72,6 +73,10 @@ FIGURES = StructType(
 )
 """The columns :func:`in_order` adds."""
 
+READ = (*FLAGS, "delivery_count", "max_delivery_attempts", "at")
+"""The columns :func:`in_order` reads of each event, beside its key."""
+_FIGURES = "_figures"
+
 _TIMESTAMP = pa.timestamp("us", tz="UTC")
 _NONE = np.iinfo(np.int64).max
 
@@ -84,14 +89,38 @@ def in_order(rows: DataFrame, key: Sequence[str], order: Sequence[str]) -> DataF
         figures = in_order(events, ("queue", "message_id"), ("at", "_kind"))
     """
     key, order = list(key), list(order)
-    schema = StructType(rows.schema.fields + FIGURES.fields)
     partitions = shuffle_partitions(rows.sparkSession)
     # one partition (a small batch, session.SMALL_BATCH_CONF) holds every group whole
     # without a shuffle
     grouped = rows.coalesce(1) if partitions == 1 else rows.repartition(partitions, *key)
-    return grouped.sortWithinPartitions(*key, *order).mapInArrow(
-        lambda batches: scan(batches, key), schema
+    return (
+        grouped.sortWithinPartitions(*key, *order)
+        .select("*", _figures_of(key).alias(_FIGURES))
+        .select(*rows.columns, *(f"{_FIGURES}.{name}" for name in FIGURES.fieldNames()))
     )
+
+
+def _figures_of(key: Sequence[str]) -> Column:
+    """The figures of a partition's rows in order, as one scalar Arrow UDF.
+
+    Only the key and :data:`READ` go to the Python worker, and only the figures come
+    back: the rest of each row waits in the JVM (a ``mapInArrow`` sent every column both
+    ways: 1M demo messages, 0.955x the wall). The UDF takes the partition's batches as
+    an iterator, so a group cut by a batch boundary is completed with the next batch
+    (:func:`scan`). It is nondeterministic so that the optimizer keeps it above the sort
+    it depends on.
+    """
+    key = list(key)
+    names = [*key, *READ]
+
+    def figures(arrays: Iterator[tuple[pa.Array, ...]]) -> Iterator[pa.Array]:
+        batches = (pa.RecordBatch.from_arrays(list(a), names=names) for a in arrays)
+        for batch in scan(batches, key):
+            columns = [batch.column(name) for name in FIGURES.fieldNames()]
+            yield pa.StructArray.from_arrays(columns, names=FIGURES.fieldNames())
+
+    udf = F.arrow_udf(figures, FIGURES).asNondeterministic()  # type: ignore[call-overload]
+    return udf(*names)
 
 
 def scan(batches: Iterator[pa.RecordBatch], key: Sequence[str]) -> Iterator[pa.RecordBatch]:
