@@ -68,28 +68,25 @@ def load_logs(
     spark: SparkSession,
     lake: Lake,
     logs: Sequence[str],
-    addresses: Sequence[str] = (),
     *,
     rows_per_file: int = replay.ROWS_PER_FILE,
 ) -> None:
     """Append the logs' records to the lake (idempotent per set of logs).
 
-    The logs are parsed once: the checked records are kept while the addresses
-    they send to are listed (each becomes a table) and everything is written, each
-    table in files of at most ``rows_per_file`` rows in event-time order.
+    The logs are parsed once: the checked records are kept while they are counted by
+    table (one job, which also finds the addresses they send to: each becomes a table)
+    and each table's rows are written, in files of at most ``rows_per_file`` rows in
+    event-time order.
     """
     scratch = Scratch()
     try:
         # a log can be far larger than the heap (10M messages: 25M rows): kept on disk,
         # each table's records in event-time order (the order its files are written in)
         records = replay.in_event_time_order(replay.checked(spark, logs))
-        loaded = replay.split(scratch.keep(records, StorageLevel.DISK_ONLY))
-        sent_to = [
-            r.address
-            for r in loaded.records.where("kind = 'send'").select("address").distinct().collect()
-        ]
-        rows = replay.lake_rows(loaded, sorted({*addresses, *sent_to}))
-        replay.write(lake, rows, logs, rows_per_file=rows_per_file)
+        kept = scratch.keep(records, StorageLevel.DISK_ONLY)
+        counts = replay.table_counts(kept)
+        rows = replay.lake_rows(replay.split(kept), counts)
+        replay.write(lake, rows, counts, logs, rows_per_file=rows_per_file)
     finally:
         scratch.release()
 

@@ -16,6 +16,7 @@ from jobs import demo
 from jobs import replay as replay_job
 from routing.io.lake import Lake
 from routing.io.session import SMALL_BATCH_ROWS
+from routing.plan._columns import union_by_name
 from routing.tools import replay
 from tests.lakeio import rows
 
@@ -152,9 +153,11 @@ def test_a_parquet_log_loads_like_the_same_json_lines(spark, tmp_path):
     pq.write_table(table, parquet)
 
     def tables(path):
-        return replay.lake_rows(replay.load(spark, [str(path)]), ["orders"]).drop(
-            "raw", "file", "number"
-        )
+        checked = replay.checked(spark, [str(path)])
+        counts = replay.table_counts(checked)
+        assert counts == {"addresses/orders": 1, "deliveries": 1, "management": 1}
+        rows = replay.lake_rows(replay.split(checked), counts)
+        return union_by_name(list(rows.values()), allow_missing=True)
 
     assert_df_equality(tables(parquet), tables(log), ignore_row_order=False, ignore_nullable=True)
 
@@ -175,6 +178,18 @@ def test_a_short_replay_counts_the_logs_records_and_the_lakes_rows(spark, tmp_pa
     assert replay_job.short_run(lake, [str(log)])
     assert not replay_job.short_run(lake, near)
     assert not replay_job.short_run(lake, [str(tmp_path / "missing.jsonl")])
+
+
+def test_the_records_are_counted_by_the_table_they_go_to(spark, tmp_path):
+    """One job finds the tables a load writes and their rows, rejected lines included."""
+    log = write_lines(tmp_path / "log.jsonl", [*GOOD, BAD[0], GOOD[0]])
+    counts = replay.table_counts(replay.checked(spark, [str(log)]))
+    assert counts == {
+        "addresses/orders": 2,
+        "deliveries": 1,
+        "management": 1,
+        "rejected": 1,
+    }
 
 
 def test_loading_the_same_logs_twice_appends_them_once(spark, tmp_path):

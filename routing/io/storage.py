@@ -347,15 +347,17 @@ class KeptRows:
         frames: Sequence[DataFrame],
         pool: ThreadPoolExecutor,
         level: StorageLevel | None = StorageLevel.MEMORY_AND_DISK,
+        counts: Sequence[Mapping[str, int]] | None = None,
     ) -> None:
         """Keep ``frames`` side by side on ``pool``, at ``level`` (None: they are made of
-        frames kept already, so they are not kept again)."""
+        frames kept already, so they are not kept again); ``counts``: each frame's rows by
+        table (:func:`count_rows`), when the caller knows them already."""
         self._scratches = [Scratch() for _ in frames]
         if level is None:
             self.frames = list(frames)
         else:
             self.frames = list(pool.map(lambda s, f: s.keep(f, level), self._scratches, frames))
-        self.counts = count_rows(self.frames)
+        self.counts = [dict(c) for c in counts] if counts is not None else count_rows(self.frames)
 
     @property
     def totals(self) -> dict[str, int]:
@@ -440,17 +442,18 @@ def append_tables(
     level: StorageLevel | None = StorageLevel.MEMORY_AND_DISK,
     rows_per_file: int | None = None,
     checkpoints: LogCheckpoints | None = None,
+    counts: Sequence[Mapping[str, int]] | None = None,
 ) -> dict[str, int]:
     """Append tagged rows (``_table`` names each row's table) to the lake: each frame of
     ``rows`` (one, or several: :func:`outputs`) computed once and counted
-    (:class:`KeptRows`, at ``level``), then :func:`append_kept`; the frames are released
-    once written.
+    (:class:`KeptRows`, at ``level``; not counted when ``counts`` gives each frame's rows
+    by table), then :func:`append_kept`; the frames are released once written.
 
     :return: the row counts by table.
     """
     frames = [rows] if isinstance(rows, DataFrame) else list(rows)
     with ThreadPoolExecutor(CONCURRENT_COMMITS, thread_name_prefix="append") as pool:
-        kept = KeptRows(frames, pool, level)
+        kept = KeptRows(frames, pool, level, counts)
         try:
             return append_kept(
                 kept,

@@ -125,8 +125,7 @@ def case_of(key: Column, values: Mapping[str, Column], default: Column) -> Colum
 def tagged_union(frames: list[DataFrame]) -> DataFrame:
     """The rows of every frame, by name; a column a frame lacks is null, or an empty map.
 
-    A writer keeps each table's own columns (the replay load's, for one), so the filler
-    is never written; it is an empty map because Spark's Arrow conversion crawls over
+    A writer keeps each table's own columns, so the filler is never written; it is an empty map because Spark's Arrow conversion crawls over
     null maps: rows reached a Python writer ten times slower when a journal row carried a
     null ``properties`` and a message row a null ``detail`` (docs/DESIGN.md).
     """

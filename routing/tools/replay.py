@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,7 +41,7 @@ from routing.broker.layout import address_source
 from routing.io.lake import Lake
 from routing.io.storage import TABLE, append_tables
 from routing.plan import schemas
-from routing.plan._columns import case_of, literal_map, shuffle_partitions, tagged_union
+from routing.plan._columns import case_of, literal_map, shuffle_partitions
 from routing.plan.normalise import KINDS as INPUT_KINDS
 
 KINDS = ("send", "delivery", "management")
@@ -369,24 +369,60 @@ def split(typed: DataFrame) -> Loaded:
     return Loaded(typed.where(F.col("_reason").isNull()).drop("_reason"), rejected)
 
 
-def lake_rows(loaded: Loaded, addresses: Sequence[str]) -> DataFrame:
-    """Every row to write, tagged ``_table`` with its table (one write job for all)."""
-    sources = literal_map({a: address_source(a) for a in addresses})
-    messages = loaded.records.where(F.col("kind") == "send").select(
-        *[
-            F.col(c) if c in loaded.records.columns else F.lit(None).cast(MESSAGE_TYPES[c]).alias(c)
-            for c in schemas.MESSAGE.names
-        ],
-        sources[F.col("address")].alias(TABLE),
+def table_counts(checked: DataFrame) -> dict[str, int]:
+    """The rows each lake table gets from :func:`checked` records (one job; a table that
+    gets none is left out): an address's table for each address sent to, the deliveries,
+    the management rows and the rejected lines."""
+    valid = F.col("_reason").isNull()
+    found = (
+        checked.groupBy(
+            F.when(valid, F.col("kind")).alias("kind"),
+            F.when(valid & (F.col("kind") == "send"), F.col("address")).alias("address"),
+        )
+        .count()
+        .collect()
     )
-    deliveries = loaded.records.where(F.col("kind") == "delivery").select(
-        *schemas.DELIVERY.names, F.lit(layout.DELIVERIES).alias(TABLE)
-    )
-    management = loaded.records.where(F.col("kind") == "management").select(
-        *schemas.MANAGEMENT.names, F.lit(layout.MANAGEMENT).alias(TABLE)
-    )
-    rejected = loaded.rejected.withColumn(TABLE, F.lit(layout.REJECTED))
-    return tagged_union([messages, deliveries, management, rejected])
+    counts: dict[str, int] = {}
+    for kind, address, rows in found:
+        table = (
+            layout.REJECTED
+            if kind is None
+            else address_source(address)
+            if kind == "send"
+            else TABLE_KINDS[kind]
+        )
+        counts[table] = counts.get(table, 0) + rows
+    return counts
+
+
+def lake_rows(loaded: Loaded, tables: Iterable[str]) -> dict[str, DataFrame]:
+    """The rows of each of ``tables`` (:func:`table_counts`), a frame per table tagged
+    ``_table``: each table's write reads the kept records once, for its own rows. (Written
+    from one tagged union, each table's write read the records once for each of the
+    union's branches whose filter Spark could not rule out, and the count read them once
+    a branch.)"""
+
+    def rows_of(table: str) -> DataFrame:
+        address = layout.address_of_source(table)
+        records = loaded.records
+        if address is not None:
+            return records.where((F.col("kind") == "send") & (F.col("address") == address)).select(
+                *[
+                    F.col(c)
+                    if c in records.columns
+                    else F.lit(None).cast(MESSAGE_TYPES[c]).alias(c)
+                    for c in schemas.MESSAGE.names
+                ]
+            )
+        if table == layout.DELIVERIES:
+            return records.where(F.col("kind") == "delivery").select(*schemas.DELIVERY.names)
+        if table == layout.MANAGEMENT:
+            return records.where(F.col("kind") == "management").select(*schemas.MANAGEMENT.names)
+        if table == layout.REJECTED:
+            return loaded.rejected
+        raise ValueError(f"a log's records go to no table {table!r}")
+
+    return {table: rows_of(table).withColumn(TABLE, F.lit(table)) for table in sorted(tables)}
 
 
 def event_time() -> Column:
@@ -417,7 +453,12 @@ def in_event_time_order(records: DataFrame) -> DataFrame:
 
 
 def write(
-    lake: Lake, rows: DataFrame, paths: Sequence[str], *, rows_per_file: int = ROWS_PER_FILE
+    lake: Lake,
+    rows: Mapping[str, DataFrame],
+    counts: Mapping[str, int],
+    paths: Sequence[str],
+    *,
+    rows_per_file: int = ROWS_PER_FILE,
 ) -> None:
     """Append the rows to the lake, one commit per table, in files of at most
     ``rows_per_file`` rows; loading the same logs again is a no-op (each table's commit is
@@ -427,12 +468,21 @@ def write(
         (:func:`in_event_time_order`): each partition's rows are written in their order,
         and not kept again (a log can be far larger than the heap: the records are
         kept on disk).
+    :param counts: :func:`table_counts` of the same records (they are not counted again).
     :param rows_per_file: rows of a data file at most (:data:`ROWS_PER_FILE`).
     """
     if rows_per_file < 1:
         raise ValueError(f"rows_per_file {rows_per_file}: expected a positive number of rows")
     app_id = f"jobs.replay:{logs_id(paths)}"
-    append_tables(rows, lake, app_id=app_id, txn_version=0, level=None, rows_per_file=rows_per_file)
+    append_tables(
+        list(rows.values()),
+        lake,
+        app_id=app_id,
+        txn_version=0,
+        level=None,
+        rows_per_file=rows_per_file,
+        counts=[{table: counts[table]} for table in rows],
+    )
 
 
 def logs_id(paths: Sequence[str]) -> str:
