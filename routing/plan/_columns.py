@@ -125,9 +125,10 @@ def case_of(key: Column, values: Mapping[str, Column], default: Column) -> Colum
 def tagged_union(frames: list[DataFrame]) -> DataFrame:
     """The rows of every frame, by name; a column a frame lacks is null, or an empty map.
 
-    A writer keeps each table's own columns, so the filler is never written; it is an empty map because Spark's Arrow conversion crawls over
-    null maps: rows reached a Python writer ten times slower when a journal row carried a
-    null ``properties`` and a message row a null ``detail`` (docs/DESIGN.md).
+    A writer keeps each table's own columns, so the filler is never written; it is an
+    empty map because Spark's Arrow conversion crawls over null maps: rows reached a Python
+    writer ten times slower when a journal row carried a null ``properties`` and a message
+    row a null ``detail`` (docs/DESIGN.md).
     """
     types: dict[str, DataType] = {}
     for frame in frames:
