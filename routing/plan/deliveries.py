@@ -37,7 +37,7 @@ from pyspark.sql import functions as F
 from routing.broker.ids import DEAD_LETTER, EXPIRY, MOVE, RETRY
 from routing.broker.layout import DELIVERIES
 from routing.plan import journal, schemas, sequences
-from routing.plan._columns import literal_map, union_of
+from routing.plan._columns import literal_map
 from routing.plan.breadcrumbs import ORIG_ADDRESS, ORIG_QUEUE
 from routing.plan.copies import ACTUAL_EXPIRY, make_copies
 from routing.plan.facts import moment
@@ -200,60 +200,48 @@ def fold(
         )
         .transform(_with_ending(queue_addresses))
     )
-    rejected = [
-        rejected_events(
-            rows.where(known & F.col("_refusal").isNotNull() & ~quietly), F.col("_refusal")
-        ),
-        rejected_events(
-            rows.where(F.col(sequences.ELIGIBLE) & ~F.col(sequences.APPLIED) & ~quietly),
-            no_pending_message(),
-        ),
-    ]
-    applied = rows.where(F.col(sequences.APPLIED))
-    journals = [
-        journal.journal_rows(
-            applied.where(F.col(sequences.ROLLBACK) & ~F.col(sequences.ENDS)),
-            at=F.col("at"),
-            queue=F.col("queue"),
-            event=journal.REDELIVERY_SCHEDULED,
-            delivery_count=F.col(sequences.COUNT),
-            details={
-                "redeliver_at": F.date_format("_redeliver_at", "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'")
-            },
-        )
-    ]
-    ending = applied.where(F.col(sequences.POS) == F.col(sequences.FIRST_END))
-    journals.append(
-        journal.journal_rows(
-            ending.where(F.col(TARGET).isNull()),
-            at=F.col("at"),
-            queue=F.col("queue"),
-            event=F.col("_journal_event"),
-            delivery_count=F.col(sequences.COUNT),
-            details={"reason": F.col("_why")},
-        )
+    # Each output below reads the checkpointed rows once, whatever its kinds of row: a
+    # million-message batch keeps millions of wide rows, and every read deserializes them all.
+    refused = known & F.col("_refusal").isNotNull() & ~quietly
+    missed = F.col(sequences.ELIGIBLE) & ~F.col(sequences.APPLIED) & ~quietly
+    rejected = rejected_events(
+        rows.where(refused | missed),
+        F.when(refused, F.col("_refusal")).otherwise(no_pending_message()),
     )
-    moving = ending.where(F.col(TARGET).isNotNull())
-    journals.append(
-        journal.journal_rows(
-            moving,
-            at=F.col("at"),
-            queue=F.col("queue"),
-            event=F.col("_journal_event"),
-            delivery_count=F.col(sequences.COUNT),
-            details={
-                "to_address": F.col(TARGET),
-                "to_queue": F.col(TARGET_QUEUE),
-                "copy_id": copy_id(
+    applied = rows.where(F.col(sequences.APPLIED))
+    # a ROLLBACK that does not end the message schedules its redelivery; the message's first
+    # ending event (an ending event is never such a ROLLBACK) ends it, and a copy goes to
+    # its target if it has one
+    rescheduling = F.col(sequences.ROLLBACK) & ~F.col(sequences.ENDS)
+    ending = F.col(sequences.POS) == F.col(sequences.FIRST_END)
+    moving = ending & F.col(TARGET).isNotNull()
+    journals = journal.journal_rows(
+        applied.where(rescheduling | ending),
+        at=F.col("at"),
+        queue=F.col("queue"),
+        event=F.when(rescheduling, F.lit(journal.REDELIVERY_SCHEDULED)).otherwise(
+            F.col("_journal_event")
+        ),
+        delivery_count=F.col(sequences.COUNT),
+        details={
+            "redeliver_at": F.when(
+                rescheduling,
+                F.date_format("_redeliver_at", "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'"),
+            ),
+            "to_address": F.when(moving, F.col(TARGET)),
+            "to_queue": F.when(moving, F.col(TARGET_QUEUE)),
+            "copy_id": F.when(
+                moving,
+                copy_id(
                     F.col("message_id"),
                     F.col(END),
                     F.col("queue"),
                     F.col(TARGET),
                     F.col(TARGET_QUEUE),
                 ),
-                "reason": F.col("_why"),
-            },
-        )
+            ),
+            "reason": F.when(ending, F.col("_why")),
+        },
     )
     updated = applied.where(F.col(sequences.POS) == F.col(sequences.LAST)).select(
         *KEY,
@@ -269,9 +257,9 @@ def fold(
     unmatched = rows.where(~known).select(*EVENT_COLUMNS)
     return Folded(
         updated,
-        union_of(journals),
-        union_of(rejected),
-        moving.select(*MOVE_COLUMNS),
+        journals,
+        rejected,
+        applied.where(moving).select(*MOVE_COLUMNS),
         unmatched,
         rows,
     )
