@@ -63,6 +63,7 @@ from routing.plan.facts import bound_since, exists_at, queue_facts
 from routing.plan.filters import matches
 from routing.plan.inputs import (
     OWN,
+    REASON,
     classify,
     is_message_row,
     queues_seen_differently,
@@ -294,6 +295,7 @@ def _plan_batch(
         F.count_if((F.col("source") == MANAGEMENT) & F.col("message_id").isNull()).alias(
             "filter_ops"
         ),
+        F.count_if(F.col(REASON).isNotNull()).alias("refused"),
         F.count_if(
             ~is_message_row() & (F.col("queue").isin(*expected) | F.col("to_queue").isin(*expected))
         ).alias("expecting"),
@@ -314,7 +316,7 @@ def _plan_batch(
 
     positions = positions_frame(spark, state.positions)
     old = pending.select(*QUEUE_ROW)
-    waiting = union_of([inputs.deliveries, inputs.by_id])
+    waiting = inputs.by_id
     journals: list[DataFrame] = []
     rejected: list[DataFrame] = []  # by routing and the fold
     unmatched: list[DataFrame] = []  # events naming no message in play: rejected at the end
@@ -350,11 +352,18 @@ def _plan_batch(
             )
         ):
             break  # nothing to apply: no event, and no message in play expires by the clock
+        # only what may happen is read: the rows in play are read once for the operators'
+        # filters and once for the expiries, each a pass over every row in play
         round_events = union_of(
             [
                 waiting,
-                expand_by_filter(inputs.by_filter, in_play, good_filters),
-                expiries(in_play, clock_values) if clock is not None else None,
+                expand_by_filter(inputs.by_filter, in_play, good_filters)
+                if facts.filter_ops
+                else None,
+                expiries(in_play, clock_values)
+                if clock is not None
+                and (rounds > 1 or _may_expire(clock, facts, router, pending_expirations))
+                else None,
             ]
         )
         fold_facts = F.broadcast(queue_facts(spark, topology, known))
@@ -386,7 +395,9 @@ def _plan_batch(
         known = created_moments(known, found)
     unmatched.append(waiting)
     created = created_moments(state.created, found)
-    input_rejected = inputs.rejected
+    # a batch whose rows all passed classify's checks, and whose filters all parse, rejects
+    # none of them: the kept rows are not read again to find none
+    input_rejected: DataFrame | None = inputs.rejected if facts.refused or bad else None
     never = [q for q in expected if q not in created]
     if never:
         # The events naming a queue the plan took for one that exists but the batch never
@@ -402,7 +413,9 @@ def _plan_batch(
         )
         input_rejected = split(reclassify(classified, named_never, final), bad).rejected
         unmatched = [u.where(~F.col("queue").isin(*never)) for u in unmatched]
-    rejected = [input_rejected, *rejected, *map(_no_such_message, unmatched)]
+    rejected = [*rejected, *map(_no_such_message, unmatched)]
+    if input_rejected is not None:
+        rejected.insert(0, input_rejected)
     # when the plan finds what it assumed it holds, unless the events expected more
     holds = (created == assumed and not expected) or _holds(asked, created)
 

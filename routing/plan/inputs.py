@@ -45,8 +45,8 @@ whether it is the job's own copy read back, and its JSON for ``rejected.row``.""
 @dataclass
 class Inputs:
     messages: DataFrame  # message rows entering routing (+ routing.plan.router.entering)
-    deliveries: DataFrame  # fold events (routing.plan.deliveries.EVENT_COLUMNS)
-    by_id: DataFrame  # management rows naming a message: fold events
+    by_id: DataFrame  # deliveries and management rows naming a message: fold events
+    # (routing.plan.deliveries.EVENT_COLUMNS)
     by_filter: DataFrame  # management rows naming a filter (op, queue, filter, at, TO_QUEUE,
     # EVENT_ORDER): expanded to fold events by engine.expand_by_filter
     rejected: DataFrame
@@ -222,12 +222,13 @@ def split(classified: DataFrame, bad_filters: Mapping[str, str]) -> Inputs:
         reason=F.col(REASON),
         at=F.coalesce("sent_at", "at"),
     )
-    management = rows.where(is_management & valid)
+    # deliveries and management rows naming a message in one read of the kept rows, which
+    # deserializes every row whatever it keeps (a delivery always names its message)
+    by_id = rows.where(valid & ~is_message & F.col("message_id").isNotNull())
     return Inputs(
         messages=messages,
-        deliveries=_events(rows.where((F.col("source") == DELIVERIES) & valid), DELIVERY_KIND),
-        by_id=_events(management.where(F.col("message_id").isNotNull()), MANAGEMENT_KIND),
-        by_filter=management.where(F.col("message_id").isNull()).select(
+        by_id=_events(by_id),
+        by_filter=rows.where(is_management & valid & F.col("message_id").isNull()).select(
             "op",
             "queue",
             "filter",
@@ -370,13 +371,13 @@ def _reject_duplicates(rows: DataFrame, taken: DataFrame | None = None) -> DataF
     )
 
 
-def _events(rows: DataFrame, kind: int) -> DataFrame:
-    """Valid delivery or management rows as fold events."""
+def _events(rows: DataFrame) -> DataFrame:
+    """Valid delivery and management rows as fold events."""
     return rows.select(
         "queue",
         "message_id",
         "at",
-        F.lit(kind).alias(KIND),
+        _event_rank().alias(KIND),
         "outcome",
         "op",
         F.col("to_queue").alias(TO_QUEUE),
