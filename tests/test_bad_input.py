@@ -148,6 +148,9 @@ GOOD_SENDS = [
         7, ms=7000, user_id="good", properties=[("big", "yes")], body=b"\x00x" * (HUGE_BODY // 2)
     ),
     message(8, ms=8000, user_id="good-first-of-two"),
+    # its id's earlier use (addresses/a=2Fb sorts first) is a row rejected for its priority:
+    # only a row that would route uses an id
+    message(12, ms=12_000, user_id="good-after-a-rejected-use"),
     message(20, "../x", 20_000, user_id="good"),
     message(21, "a/b", 21_000, user_id="good"),
     message(22, "zürich orders", 22_000, user_id="good"),
@@ -163,6 +166,9 @@ BAD_SENDS = [
         "routing-type", "unknown routing_type 'BROADCAST'", 103, ms=103, routing_type="BROADCAST"
     ),
     bad_message("priority", "priority 42 is not in 0-9", 104, ms=104, priority=42),
+    bad_message(
+        "priority-of-an-id-used-later", "priority 42 is not in 0-9", 12, "a/b", 11, priority=42
+    ),
     bad_message("copy-reason", "copy_reason is set", 105, ms=105, copy_reason="DIVERT"),
     bad_message("to-queue", "to_queue is set", 106, ms=106, to_queue="orders"),
     bad_message("id-too-big", "is outside [0, 2^62)", 2**62, ms=107),

@@ -78,6 +78,15 @@ def to_route() -> Column:
     return is_message_row() & F.col(REASON).isNull() & ~F.col(OWN)
 
 
+def producer_row() -> Column:
+    """:func:`to_route` from the input row's own columns, before :func:`classify` adds its
+    own: a producer's message row that passes every check. The job's copies carry
+    ``copy_reason``, and a producer's row with one is rejected, so such rows never route;
+    a reader of the ids alone then never reads the ``properties`` map :func:`own_copy`
+    looks into (a map is the costliest column to decode)."""
+    return is_message_row() & F.col("copy_reason").isNull() & _message_reason().isNull()
+
+
 def own_copy() -> Column:
     """True for a row the job wrote: its id is the copy id of the hop its breadcrumbs name."""
     props = F.col("properties")
@@ -331,7 +340,7 @@ def _reject_duplicates(rows: DataFrame, taken: DataFrame | None = None) -> DataF
     """
     candidate = to_route()
     order = F.struct("source", "version", "file", "row")
-    ids = rows.where(candidate).select("message_id", order.alias("_order"))
+    ids = rows.where(producer_row()).select("message_id", order.alias("_order"))
     found = [
         ids.groupBy("message_id")
         .agg(F.min("_order").alias("_first"), F.count(F.lit(1)).alias("_uses"))
