@@ -326,6 +326,8 @@ def _plan_batch(
     # after round 1 only copies enter queues; unless an event names a copy, an operator
     # works by filter, or an address may give a copy an expiration, nothing applies to them
     later_rounds_apply = bool(facts.copy_events or facts.filter_ops) or router.may_set_expiration
+    # whether a message in round 1's play may expire by the clock, known without an action
+    may_expire = _may_expire(clock, facts, router, pending_expirations)
     entering = inputs.messages
     rounds = 0
     while True:
@@ -346,10 +348,7 @@ def _plan_batch(
         if (
             rounds == 1
             and not facts.events
-            and not (
-                _may_expire(clock, facts, router, pending_expirations)
-                and _expiring(in_play, clock_values)
-            )
+            and not (may_expire and _expiring(in_play, clock_values))
         ):
             break  # nothing to apply: no event, and no message in play expires by the clock
         # only what may happen is read: the rows in play are read once for the operators'
@@ -361,8 +360,7 @@ def _plan_batch(
                 if facts.filter_ops
                 else None,
                 expiries(in_play, clock_values)
-                if clock is not None
-                and (rounds > 1 or _may_expire(clock, facts, router, pending_expirations))
+                if clock is not None and (rounds > 1 or may_expire)
                 else None,
             ]
         )
@@ -413,9 +411,7 @@ def _plan_batch(
         )
         input_rejected = split(reclassify(classified, named_never, final), bad).rejected
         unmatched = [u.where(~F.col("queue").isin(*never)) for u in unmatched]
-    rejected = [*rejected, *map(_no_such_message, unmatched)]
-    if input_rejected is not None:
-        rejected.insert(0, input_rejected)
+    rejections = [input_rejected, *rejected, *map(_no_such_message, unmatched)]
     # when the plan finds what it assumed it holds, unless the events expected more
     holds = (created == assumed and not expected) or _holds(asked, created)
 
@@ -432,7 +428,7 @@ def _plan_batch(
     return BatchResult(
         queue_rows=queue_rows,
         journal=union_of(journals),
-        rejected=union_of(rejected),
+        rejected=union_of(rejections),
         copies=union_of(copies),
         clock=clock,
         positions=positions,
