@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from pyspark.errors import AnalysisException
 
-from routing.plan._columns import union_all, union_by_name
+from routing.io.session import SMALL_BATCH_CONF
+from routing.plan._columns import broadcasts_by_size, union_all, union_by_name
 from tests.frames import assert_rows_equal
 
 
@@ -56,3 +57,17 @@ def test_union_all_skips_missing_frames(spark):
     one, two = frames(spark, 2, swapped=False)
     assert union_all([None, None]) is None
     assert_rows_equal(union_all([one, None, two]), one.unionByName(two), order_by=["id"])
+
+
+def test_broadcasts_by_size_follows_the_threshold(spark):
+    """A small batch's session (``SMALL_BATCH_CONF``) broadcasts by hint only; a plan that
+    must broadcast a side there names it."""
+    key = "spark.sql.autoBroadcastJoinThreshold"
+    before = spark.conf.get(key)
+    try:
+        spark.conf.set(key, SMALL_BATCH_CONF[key])
+        assert not broadcasts_by_size(spark)
+        spark.conf.set(key, "10MB")
+        assert broadcasts_by_size(spark)
+    finally:
+        spark.conf.set(key, before)

@@ -18,6 +18,7 @@ SPEC §5.6, never with the Column version under test.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from routing.broker.state import JobState
 from routing.broker.topology import Topology
 from routing.io.lake_events import EVENT
 from routing.plan import schemas
+from routing.plan._columns import local_frame
 from routing.plan.engine import run_batch
 from routing.plan.router import MAX_HOPS, Router
 from routing.plan.scratch import Scratch
@@ -362,12 +364,20 @@ def route(router: Router, rows: DataFrame, positions: Mapping[str, int]) -> Iter
     scratch = Scratch()
     try:
         result = router.route(rows, positions_frame(rows.sparkSession, positions), scratch)
-        # each output computed once: the tests read many small slices of them
+        spark = rows.sparkSession
+
+        def kept(frames: list[DataFrame], schema: pa.Schema | None = None) -> DataFrame:
+            """Computed once (the tests read many small slices); a topology without diverts
+            or dead-letter addresses plans no copy and no cut (``schema``'s empty frame)."""
+            if not frames and schema is not None:
+                return local_frame(spark, [], schemas.spark_schema(schema))
+            return scratch.keep(union(frames))
+
         yield Routing(
-            *[
-                scratch.keep(union(frames))
-                for frames in (result.entries, result.journal, result.rejected, result.copies)
-            ],
+            kept(result.entries),
+            kept(result.journal),
+            kept(result.rejected, schemas.REJECTED),
+            kept(result.copies, schemas.MESSAGE),
             scratch.keep(result.positions),
         )
     finally:
@@ -931,5 +941,62 @@ def test_seed_example_divert_then_dead_letter(spark):
             ignore_nullable=True,
         )
         assert result.rejected.isEmpty()
+    finally:
+        scratch.release()
+
+
+PLANNED_XML = """
+<address-settings>
+  <address-setting match="lost">
+    <dead-letter-address>DLA</dead-letter-address>
+    <send-to-dla-on-no-route>true</send-to-dla-on-no-route>
+  </address-setting>
+</address-settings>
+<diverts>
+  <divert name="tap"><address>tapped</address><forwarding-address>plain</forwarding-address></divert>
+</diverts>
+<addresses>
+  <address name="plain"><anycast><queue name="plain.q"/></anycast></address>
+  <address name="tapped"><anycast><queue name="tapped.q"/></anycast></address>
+  <address name="lost"><anycast/></address>
+  <address name="DLA"><anycast><queue name="DLA.q"/></anycast></address>
+</addresses>
+"""
+
+
+@pytest.mark.parametrize(
+    ("xml", "messages", "deliveries", "known_empty", "copied", "rejected"),
+    [
+        # no divert, no dead-letter address: no copy can be made
+        (Q_XML, [message(1, "q")], [], {"copies", "rejected"}, [], []),
+        # a divert and a no-route dead letter make copies; producer rows reject nothing
+        (PLANNED_XML, [message(1, "tapped"), message(2, "lost")], [], {"rejected"}, [1, 2], []),
+        # an event may name no message
+        (PLANNED_XML, [message(1, "plain")], [delivery("plain.q", 7, "ACK", 1)], set(), [], [7]),
+    ],
+)
+def test_a_batch_plans_only_the_outputs_it_can_make(
+    spark, xml, messages, deliveries, known_empty, copied, rejected
+):
+    """The copies and rejected rows a batch cannot make are known as it is planned (no
+    divert or dead-letter edge where its rows are, no event, no row refused): their frames
+    are empty, and the job's write leaves them out rather than computing them."""
+    topology = topology_of(f"<addresses>{xml}</addresses>" if xml is Q_XML else xml)
+    scratch = Scratch()
+    try:
+        result = run_batch(
+            batch_events(spark, messages, deliveries),
+            no_pending(spark),
+            JobState(),
+            topology,
+            Router(topology),
+            scratch,
+        )
+        parents = result.copies.select(
+            F.col("properties")["_AMQ_ORIG_MESSAGE_ID"].cast("long").alias("parent")
+        )
+        assert result.known_empty == known_empty
+        assert sorted(r.parent for r in parents.collect()) == copied
+        assert [json.loads(r.row)["message_id"] for r in result.rejected.collect()] == rejected
     finally:
         scratch.release()

@@ -124,6 +124,8 @@ SMALL_BATCH_CONF: dict[str, str] = {
     "spark.sql.shuffle.partitions": "1",
     # each query planned once, as one job (its broadcasts aside), not stage by stage
     "spark.sql.adaptive.enabled": "false",
+    # no broadcast unless a plan asks for one: a broadcast is a job of its own
+    "spark.sql.autoBroadcastJoinThreshold": "-1",
 }
 """What a small micro-batch runs under (:data:`SMALL_BATCH_ROWS`; docs/DESIGN.md, "Where a
 small batch's time goes").
@@ -139,6 +141,9 @@ small batch's time goes").
 - No adaptive execution. It runs each shuffle and broadcast stage of a query as a job of
   its own and plans the rest again after each; with one partition there is nothing left
   for it to coalesce or re-plan. A warm 120-row batch 0.9x (docs/DESIGN.md).
+- No broadcast by size, only by a plan's hint. A broadcast is a job of its own before the
+  query's: the one-row frames of a batch's values were two such jobs a batch, and now
+  join in the query's own job (docs/DESIGN.md).
 """
 
 SMALL_BATCH_ROWS = 10_000

@@ -961,9 +961,13 @@ def outputs(result: BatchResult, source_of: Callable[[Column], Column], batch_id
         batch_values(result.routed.sparkSession, batch=batch_id)
     ).select("message_id", F.col("_batch").alias("batch_id"))
     tagged = [
-        result.copies.withColumn(TABLE, source_of(F.col("address"))),
-        result.journal.withColumn(TABLE, F.lit(layout.JOURNAL)),
-        result.rejected.withColumn(TABLE, F.lit(layout.REJECTED)),
-        producer_ids.withColumn(TABLE, F.lit(layout.PRODUCER_IDS)),
+        frame
+        for name, frame in (
+            ("copies", result.copies.withColumn(TABLE, source_of(F.col("address")))),
+            ("journal", result.journal.withColumn(TABLE, F.lit(layout.JOURNAL))),
+            ("rejected", result.rejected.withColumn(TABLE, F.lit(layout.REJECTED))),
+            ("producer_ids", producer_ids.withColumn(TABLE, F.lit(layout.PRODUCER_IDS))),
+        )
+        if name not in result.known_empty
     ]
     return Outputs(tagged, result.queue_rows, result.rows_in, result.folded)

@@ -45,6 +45,14 @@ def shuffle_partitions(spark: SparkSession) -> int:
     return int(value) if value is not None else 200
 
 
+def broadcasts_by_size(spark: SparkSession) -> bool:
+    """Whether the session broadcasts a join's side by its estimated size
+    (``spark.sql.autoBroadcastJoinThreshold`` not negative). A small batch's does not
+    (``session.SMALL_BATCH_CONF``): only the sides a plan names are broadcast."""
+    value = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
+    return value is None or not value.strip().startswith("-")
+
+
 def union_by_name(frames: Sequence[DataFrame], *, allow_missing: bool = False) -> DataFrame:
     """The rows of every frame (at least one), by name, as a balanced tree of unions.
 

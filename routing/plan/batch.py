@@ -35,6 +35,10 @@ class BatchResult:
     folded: bool = False
     created: dict[str, tuple[int, int]] = field(default_factory=dict)  # JobState.created after
     attempts: int = 1  # plans of the batch (more than one when it created a queue)
+    # the outputs ("copies", "rejected") the plan makes none of, known as it was planned
+    # (no divert or dead-letter edge, no refused row, no event, no chain cut): their
+    # frames are empty local ones, which no write needs to read
+    known_empty: frozenset[str] = frozenset()
 
 
 def batch_values(spark: SparkSession, **values: int | None) -> DataFrame:

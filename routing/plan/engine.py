@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
@@ -35,7 +36,7 @@ from routing.broker.layout import MANAGEMENT
 from routing.broker.state import JobState
 from routing.broker.topology import Created, Topology
 from routing.plan import schemas
-from routing.plan._columns import literal_map, union_all, union_of
+from routing.plan._columns import literal_map, local_frame, union_all, union_of
 from routing.plan.batch import BatchResult, batch_value, batch_values
 from routing.plan.breadcrumbs import ORIG_ADDRESS
 from routing.plan.deliveries import (
@@ -332,7 +333,7 @@ def _plan_batch(
     rounds = 0
     while True:
         rounds += 1
-        routed = router.route(entering, positions, scratch, known)
+        routed = router.route(entering, positions, scratch, known, fresh=True)
         asked += [_routes_asked(router, decided) for decided in routed.decided]
         positions = routed.positions
         journals += routed.journal
@@ -411,7 +412,9 @@ def _plan_batch(
         )
         input_rejected = split(reclassify(classified, named_never, final), bad).rejected
         unmatched = [u.where(~F.col("queue").isin(*never)) for u in unmatched]
-    rejections = [input_rejected, *rejected, *map(_no_such_message, unmatched)]
+    # every unmatched row is an event: a batch without events leaves none
+    no_such_message = map(_no_such_message, unmatched) if facts.events else ()
+    rejections = union_all([input_rejected, *rejected, *no_such_message])
     # when the plan finds what it assumed it holds, unless the events expected more
     holds = (created == assumed and not expected) or _holds(asked, created)
 
@@ -425,11 +428,12 @@ def _plan_batch(
         queue_rows = apply_changes(union_of([queue_rows, touched]), changed, broadcast=broadcast)
     elif queue_rows is None:  # nothing routed, nothing changed
         queue_rows = old.limit(0)
+    copied = union_all(copies)
     return BatchResult(
         queue_rows=queue_rows,
         journal=union_of(journals),
-        rejected=union_of(rejections),
-        copies=union_of(copies),
+        rejected=rejections if rejections is not None else _none_of(spark, schemas.REJECTED),
+        copies=copied if copied is not None else _none_of(spark, schemas.MESSAGE),
         clock=clock,
         positions=positions,
         routed=inputs.messages,
@@ -439,7 +443,17 @@ def _plan_batch(
         rounds=rounds,
         folded=bool(updated),
         created=created,
+        known_empty=frozenset(
+            name
+            for name, frames in (("copies", copied), ("rejected", rejections))
+            if frames is None
+        ),
     ), holds
+
+
+def _none_of(spark: SparkSession, schema: pa.Schema) -> DataFrame:
+    """An empty frame of ``schema``: an output the plan makes no row of."""
+    return local_frame(spark, [], schemas.spark_schema(schema))
 
 
 def _may_expire(clock: int | None, facts: Row, router: Router, pending: Expirations | None) -> bool:

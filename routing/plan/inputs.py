@@ -19,7 +19,7 @@ from routing.broker.ids import COPY_ID_BASE
 from routing.broker.layout import ADDRESSES, DELIVERIES, MANAGEMENT
 from routing.broker.topology import MESSAGE_RANK
 from routing.plan import journal, schemas
-from routing.plan._columns import literal_map, union_of
+from routing.plan._columns import broadcasts_by_size, literal_map, union_of
 from routing.plan.breadcrumbs import ORIG_MESSAGE_ID, ORIG_QUEUE
 from routing.plan.deliveries import (
     BY_FILTER,
@@ -348,9 +348,12 @@ def _reject_duplicates(rows: DataFrame, taken: DataFrame | None = None) -> DataF
         .select("message_id", "_first", F.lit(False).alias("_taken"))
     ]
     if taken is not None:
+        batch_ids = ids.select("message_id")
+        if not broadcasts_by_size(rows.sparkSession):
+            batch_ids = F.broadcast(batch_ids)  # a small batch's, hashed whatever its estimate
         found.append(
             taken.select("message_id")
-            .join(ids.select("message_id"), "message_id", "left_semi")
+            .join(batch_ids, "message_id", "left_semi")
             .distinct()
             .select(
                 "message_id",

@@ -429,6 +429,8 @@ class Router:
         positions: DataFrame,
         scratch: Scratch,
         created: Created | None = None,
+        *,
+        fresh: bool = False,
     ) -> Routed:
         """Route ``rows`` (message columns + :data:`INTERNAL`) and every copy they lead to.
 
@@ -440,6 +442,8 @@ class Router:
             does not exist yet. With auto-created queues, rows carry ``_rank`` (their rank
             at their instant, :data:`routing.broker.topology.RANKS`); rows without are producer
             rows (rank 0).
+        :param fresh: the rows enter routing here (:func:`entering`: no divert hop yet), so
+            the passes before :data:`MAX_HOPS` cut no divert chain.
         """
         result = Routed(positions=positions)
         current = rows
@@ -447,20 +451,20 @@ class Router:
         if since and RANK not in current.columns:
             current = current.withColumn(RANK, F.lit(MESSAGE_RANK))
         at: frozenset[str] | None = None  # where this pass's rows can be (None: anywhere)
-        if self.passes is not None:
-            for number in range(self.passes):
-                last = number == self.passes - 1
-                current = self._pass(
-                    current, result, scratch, at, since, copies=number > 0, last=last
-                )
-                at = self._next_addresses(at)
-            return result
         number = 0
         while True:
-            for _ in range(CHUNK):
-                current = self._pass(current, result, scratch, at, since, copies=number > 0)
+            for _ in range(CHUNK if self.passes is None else self.passes):
+                cuts = not fresh or number >= MAX_HOPS
+                made = self._pass(current, result, scratch, number, at, since, cuts=cuts)
+                if made is None:
+                    return result  # no row of this pass can make a copy
+                current = made
                 number += 1
                 at = self._next_addresses(at)
+            if self.passes is not None:
+                # (empty: the last pass's rows are at addresses with no copy edge)
+                result.copies.append(current.select(*schemas.MESSAGE.names))
+                return result
             if current.isEmpty():
                 return result
 
@@ -469,25 +473,28 @@ class Router:
         rows: DataFrame,
         result: Routed,
         scratch: Scratch,
+        number: int,
         at: frozenset[str] | None = None,
         since: Mapping[str, Column] | None = None,
         *,
-        copies: bool = False,
-        last: bool = False,
-    ) -> DataFrame:
-        """Route one generation of rows; return the copies they made (the next generation),
-        not yet computed.
+        cuts: bool = True,
+    ) -> DataFrame | None:
+        """Route generation ``number`` of rows (0: the rows given, then the copies of the
+        previous pass, which this pass computes once and adds to :attr:`Routed.copies`);
+        return the copies they made (the next generation), not yet computed, or None when
+        none of the rows can make one.
 
         ``at``: the addresses the rows can be at (None: any), so a pass of copies at
-        addresses without turn groups skips the turns. ``since``: the columns saying when
-        each auto-created queue was created (:meth:`_creation_times`). ``copies``: the rows
-        are the previous pass's copies, which this pass computes once and adds to
-        :attr:`Routed.copies`. ``last``: the copy graph allows no further copy, so the
-        (empty) copies this pass makes are added as they are.
+        addresses without turn groups skips the turns, and a pass at addresses without
+        diverts or a no-route dead-letter address plans no copies (the last pass of a copy
+        graph without cycles). ``since``: the columns saying when each auto-created queue
+        was created (:meth:`_creation_times`). ``cuts``: a row may have made
+        :data:`MAX_HOPS` divert hops already (False: none has, :meth:`route`'s ``fresh``).
 
         A pass's copies are computed by the next pass's first checkpoint, not by one of
         their own: a pass without turns keeps one frame, the rows with their decisions.
         """
+        copies = number > 0
         entered = {_MADE_EXPIRATION: F.col("expiration")} if copies else {}
         # one projection: each column computed from the rows as they came
         entered |= {"expiration": self._expiration, **(since or {})}
@@ -513,16 +520,21 @@ class Router:
         result.entries.append(entries)
         result.journal.append(entries.select(*self._journal[journal.ROUTED]))
 
-        diverting = decided.where(F.size(_FIRED) > 0)
-        cut = diverting.where(F.col(HOPS) >= MAX_HOPS)
-        result.rejected.append(journal.rejected_rows(cut, **self._hop_cut))
-        divert_copies = (
-            diverting.where(F.col(HOPS) < MAX_HOPS)
-            .select("*", F.explode(_FIRED).alias("_divert"))
-            .select("*", F.explode("_divert.forwarding").alias("_target"))
-            .transform(self._divert_copies)
-            .withColumns({HOPS: F.col(HOPS) + 1, DLA_HINT: F.lit(False)})
-        )
+        internal = [*INTERNAL, RANK] if since else INTERNAL  # copies keep their row's rank
+        made: list[DataFrame] = []
+        if self._may_copy(at, self._diverting):
+            diverting = decided.where(F.size(_FIRED) > 0)
+            if cuts:
+                cut = diverting.where(F.col(HOPS) >= MAX_HOPS)
+                result.rejected.append(journal.rejected_rows(cut, **self._hop_cut))
+            divert_copies = (
+                diverting.where(F.col(HOPS) < MAX_HOPS)
+                .select("*", F.explode(_FIRED).alias("_divert"))
+                .select("*", F.explode("_divert.forwarding").alias("_target"))
+                .transform(self._divert_copies)
+                .withColumns({HOPS: F.col(HOPS) + 1, DLA_HINT: F.lit(False)})
+            )
+            made.append(divert_copies.select(*schemas.MESSAGE.names, *internal))
 
         no_route = decided.where(
             F.col("to_queue").isNull()
@@ -530,25 +542,39 @@ class Router:
             & (F.size(_FIRED) == 0)
             & (F.size(_QUEUES) == 0)
         ).withColumn(_DLA, self._no_route_dla)
-        to_dla = no_route.where(F.col(_DLA).isNotNull() & ~F.col(DLA_HINT))
-        dla_copies = to_dla.transform(self._dead_letter_copies).withColumns(
-            {HOPS: F.col(HOPS) + 1, DLA_HINT: F.lit(True)}
-        )
-        result.journal.append(to_dla.select(*self._journal[journal.DEAD_LETTERED]))
+        if self._may_copy(at, self._dead_lettering):
+            to_dla = no_route.where(F.col(_DLA).isNotNull() & ~F.col(DLA_HINT))
+            dla_copies = to_dla.transform(self._dead_letter_copies).withColumns(
+                {HOPS: F.col(HOPS) + 1, DLA_HINT: F.lit(True)}
+            )
+            result.journal.append(to_dla.select(*self._journal[journal.DEAD_LETTERED]))
+            made.append(dla_copies.select(*schemas.MESSAGE.names, *internal))
         dropped = no_route.where(F.col(_DLA).isNull() | F.col(DLA_HINT))
         result.journal.append(dropped.select(*self._journal[journal.DROPPED]))
 
-        internal = [*INTERNAL, RANK] if since else INTERNAL  # copies keep their row's rank
-        made = union_of(
-            [
-                divert_copies.select(*schemas.MESSAGE.names, *internal),
-                dla_copies.select(*schemas.MESSAGE.names, *internal),
-            ]
+        if not made:
+            return None
+        return union_of(made).withColumn(SOURCE, self.source_of(F.col("address")))
+
+    @staticmethod
+    def _may_copy(at: frozenset[str] | None, sources: frozenset[str]) -> bool:
+        """Whether a row at one of ``at`` (None: any address) may be at one of ``sources``."""
+        return bool(sources) and (at is None or not at.isdisjoint(sources))
+
+    @cached_property
+    def _diverting(self) -> frozenset[str]:
+        """The addresses with a divert."""
+        return frozenset(d.address for d in self.topology.config.diverts)
+
+    @cached_property
+    def _dead_lettering(self) -> frozenset[str]:
+        """The addresses whose rows with no route go to a dead-letter address."""
+        return frozenset(
+            a
+            for a in self.addresses
+            if self.topology.settings(a).send_to_dla_on_no_route
+            and self.topology.settings(a).dead_letter_address
         )
-        made = made.withColumn(SOURCE, self.source_of(F.col("address")))
-        if last:
-            result.copies.append(made.select(*schemas.MESSAGE.names))
-        return made
 
     # ---- outputs: built once, selected by every pass of every batch ----------------------
 
