@@ -86,8 +86,8 @@ def test_a_batch_carries_the_pending_rows_delta_holds_after_its_commit(spark, tm
     lake = Lake.at(tmp_path / "lake")
     storage = DeltaStorage(lake)
     write_batch(spark, storage, 0, [queue_row(1, "PENDING"), queue_row(2, "PENDING")])
-    # message 1 is acknowledged, message 3 arrives, message 2 stays
-    write_batch(spark, storage, 1, [queue_row(1, "ACKED"), queue_row(3, "PENDING")])
+    # message 1 is acknowledged (the fold ran), message 3 arrives, message 2 stays
+    write_batch(spark, storage, 1, [queue_row(1, "ACKED"), queue_row(3, "PENDING")], folded=True)
 
     carried = storage.pending(spark)
 
@@ -258,7 +258,7 @@ def test_a_batch_that_changes_a_pending_row_merges_its_queue_rows(spark, tmp_pat
     storage = DeltaStorage(lake)
     write_batch(spark, storage, 0, [queue_row(1, "PENDING"), queue_row(2, "PENDING")])
     before = job_descriptions(spark)
-    write_batch(spark, storage, 1, [queue_row(1, "ACKED"), queue_row(3, "PENDING")])
+    write_batch(spark, storage, 1, [queue_row(1, "ACKED"), queue_row(3, "PENDING")], folded=True)
     ran = {i: d for i, d in job_descriptions(spark).items() if i not in before}
 
     assert last_operation(spark, lake) == "MERGE"
@@ -539,3 +539,25 @@ def test_the_checkpoints_due_are_written_one_at_a_time_the_latest_of_each_table(
     assert checkpoints.waiting == {}
     assert checkpoint_file(first, 4).exists() and not checkpoint_file(first, 2).exists()
     assert checkpoint_file(second, 2).exists()
+
+
+@pytest.mark.parametrize("folded", [True, False])
+def test_queue_rows_not_folded_are_counted_without_the_carried_rows(spark, tmp_path, folded):
+    """Queue rows the fold did not compute are entries of messages the batch routed, with
+    new ids: they are counted without comparing them with the PENDING rows carried (no
+    broadcast of those rows), and taken to update none."""
+    lake = Lake.at(tmp_path / "lake")
+    storage = DeltaStorage(lake)
+    write_batch(spark, storage, 0, [queue_row(1, "PENDING"), queue_row(2, "PENDING")])
+    storage.pending(spark)
+    rows = local_frame(
+        spark,
+        [queue_row(1, "ACKED"), queue_row(3, "PENDING", expiration=700)],
+        schemas.spark_schema(schemas.QUEUE_MESSAGE),
+    )
+
+    count, updates, pending, expirations = storage._count_queue_rows(rows, folded)
+
+    assert (count, updates, pending) == (2, folded, 1)
+    assert expirations is not None
+    assert expirations.earliest == int(at(700).timestamp() * 1_000_000)

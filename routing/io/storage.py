@@ -710,7 +710,8 @@ class DeltaStorage:
             scratch = Scratch()
             rows = scratch.keep(outputs.queue_rows.select(*schemas.QUEUE_MESSAGE.names))
             read_pending = outputs.queue_rows_read_pending
-            return QueueRows(rows, scratch, read_pending, *self._count_queue_rows(rows))
+            counts = self._count_queue_rows(rows, read_pending)
+            return QueueRows(rows, scratch, read_pending, *counts)
 
         small = outputs.rows_in <= OVERLAPPED_ROWS
         with (
@@ -915,19 +916,29 @@ class DeltaStorage:
         )
 
     def _count_queue_rows(
-        self, rows: DataFrame
+        self, rows: DataFrame, read_pending: bool = True
     ) -> tuple[int, bool, int | None, Expirations | None]:
         """How many queue rows the batch writes, whether any may update a PENDING row, how
         many are PENDING and their expirations (one action): with the batch's PENDING rows
         carried, and the table still at their version, whether one has the key of a row
-        written; otherwise, assumed so, and the PENDING rows not counted (None)."""
+        written; otherwise, assumed so, and the PENDING rows not counted (None).
+
+        Rows not computed from the PENDING rows (``read_pending`` False: the batch's fold
+        did not run) are the entries of the messages the batch routed, whose ids are new
+        (a producer id is used once, SPEC §3.1, and a copy's id is derived from its
+        new parent's): none has the key of a PENDING row, and the carried rows are not read.
+        """
         carried = self._carried
         if carried is None or not self._started_from_carried():
             return rows.count(), True, None, None
         key = list(KEY)
-        # broadcast: at most CARRIED_PENDING_ROWS keys, and no shuffle of either side
-        was_pending = carried.rows.select(*key, F.lit(True).alias("_was_pending"))
-        found = rows.join(F.broadcast(was_pending), key, "left").agg(
+        if read_pending:
+            # broadcast: at most CARRIED_PENDING_ROWS keys, and no shuffle of either side
+            was_pending = carried.rows.select(*key, F.lit(True).alias("_was_pending"))
+            rows = rows.join(F.broadcast(was_pending), key, "left")
+        else:
+            rows = rows.withColumn("_was_pending", F.lit(None).cast("boolean"))
+        found = rows.agg(
             F.count(F.lit(1)).alias("rows"),
             F.count("_was_pending").alias("updates"),
             F.count_if(_in_pending()).alias("pending"),
