@@ -971,14 +971,15 @@ def outputs(result: BatchResult, source_of: Callable[[Column], Column], batch_id
     producer_ids = result.routed.crossJoin(
         batch_values(result.routed.sparkSession, batch=batch_id)
     ).select("message_id", F.col("_batch").alias("batch_id"))
+    tables = {
+        "copies": (result.copies, source_of(F.col("address"))),
+        "journal": (result.journal, F.lit(layout.JOURNAL)),
+        "rejected": (result.rejected, F.lit(layout.REJECTED)),
+        "producer_ids": (producer_ids, F.lit(layout.PRODUCER_IDS)),
+    }
     tagged = [
-        frame
-        for name, frame in (
-            ("copies", result.copies.withColumn(TABLE, source_of(F.col("address")))),
-            ("journal", result.journal.withColumn(TABLE, F.lit(layout.JOURNAL))),
-            ("rejected", result.rejected.withColumn(TABLE, F.lit(layout.REJECTED))),
-            ("producer_ids", producer_ids.withColumn(TABLE, F.lit(layout.PRODUCER_IDS))),
-        )
+        frame.withColumn(TABLE, table)
+        for name, (frame, table) in tables.items()
         if name not in result.known_empty
     ]
     return Outputs(tagged, result.queue_rows, result.rows_in, result.folded)

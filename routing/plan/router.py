@@ -31,7 +31,7 @@ instant).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -182,11 +182,20 @@ class Router:
         edges: dict[str, set[str]] = {}
         for divert in self.topology.config.diverts:
             edges.setdefault(divert.address, set()).update(divert.forwarding_addresses)
+        for address, dla in self._no_route_dlas.items():
+            edges.setdefault(address, set()).add(dla)
+        return edges
+
+    @cached_property
+    def _no_route_dlas(self) -> dict[str, str]:
+        """Each address whose rows with no route go to a dead-letter address, and that
+        address (send-to-dla-on-no-route with a dead-letter address set)."""
+        dlas = {}
         for address in self.addresses:
             settings = self.topology.settings(address)
             if settings.send_to_dla_on_no_route and settings.dead_letter_address:
-                edges.setdefault(address, set()).add(settings.dead_letter_address)
-        return edges
+                dlas[address] = settings.dead_letter_address
+        return dlas
 
     def _sets_expiration(self, address: str) -> bool:
         """Entering ``address`` may give a row an expiration or move it (``no-expiry`` only
@@ -402,11 +411,7 @@ class Router:
     @cached_property
     def _no_route_dla(self) -> Column:
         """Dead-letter address of rows with no route, where send-to-dla-on-no-route applies."""
-        dlas = {}
-        for address in self.addresses:
-            settings = self.topology.settings(address)
-            if settings.send_to_dla_on_no_route and settings.dead_letter_address:
-                dlas[address] = F.lit(settings.dead_letter_address)
+        dlas = {a: F.lit(dla) for a, dla in self._no_route_dlas.items()}
         return case_of(F.col("address"), dlas, F.lit(None).cast("string"))
 
     @cached_property
@@ -542,7 +547,7 @@ class Router:
             & (F.size(_FIRED) == 0)
             & (F.size(_QUEUES) == 0)
         ).withColumn(_DLA, self._no_route_dla)
-        if self._may_copy(at, self._dead_lettering):
+        if self._may_copy(at, self._no_route_dlas):
             to_dla = no_route.where(F.col(_DLA).isNotNull() & ~F.col(DLA_HINT))
             dla_copies = to_dla.transform(self._dead_letter_copies).withColumns(
                 {HOPS: F.col(HOPS) + 1, DLA_HINT: F.lit(True)}
@@ -557,7 +562,7 @@ class Router:
         return union_of(made).withColumn(SOURCE, self.source_of(F.col("address")))
 
     @staticmethod
-    def _may_copy(at: frozenset[str] | None, sources: frozenset[str]) -> bool:
+    def _may_copy(at: frozenset[str] | None, sources: Collection[str]) -> bool:
         """Whether a row at one of ``at`` (None: any address) may be at one of ``sources``."""
         return bool(sources) and (at is None or not at.isdisjoint(sources))
 
@@ -565,16 +570,6 @@ class Router:
     def _diverting(self) -> frozenset[str]:
         """The addresses with a divert."""
         return frozenset(d.address for d in self.topology.config.diverts)
-
-    @cached_property
-    def _dead_lettering(self) -> frozenset[str]:
-        """The addresses whose rows with no route go to a dead-letter address."""
-        return frozenset(
-            a
-            for a in self.addresses
-            if self.topology.settings(a).send_to_dla_on_no_route
-            and self.topology.settings(a).dead_letter_address
-        )
 
     # ---- outputs: built once, selected by every pass of every batch ----------------------
 
