@@ -23,11 +23,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from deltalake import DeltaTable, QueryBuilder, write_deltalake
+from deltalake import write_deltalake
 
 from bench import CONF, ROOT, Figure, marginal_figures
 from bench.process import Run, run_job
 from bench.storage import message_table
+from bench.watch import QueueWatcher
 from jobs.demo import write_log
 from routing.io.lake import Lake
 
@@ -95,7 +96,7 @@ def latency(
         start_new_session=True,
     )
     seen: list[float] = []
-    queue_rows = QueueRows(lake.queue_messages)
+    queue_rows = QueueWatcher(lake.queue_messages, clock=time.perf_counter)
     try:
         time.sleep(20)  # session start and the first (empty) batches
         start_id = 10_000_000
@@ -112,8 +113,9 @@ def latency(
             if process.poll() is not None:
                 raise RuntimeError(f"the latency run's job exited {process.returncode}")
             while time.perf_counter() - committed < 30:
-                if queue_rows.holds(last):
-                    seen.append(time.perf_counter() - committed)
+                queue_rows.poll()
+                if last in queue_rows.seen:
+                    seen.append(queue_rows.seen[last] - committed)
                     break
                 time.sleep(0.05)
             time.sleep(max(0.0, 1.0 - (time.perf_counter() - committed)))
@@ -124,39 +126,6 @@ def latency(
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
     return seen
-
-
-class QueueRows:
-    """The latency run's view of ``queue_messages``, read as another process reads it
-    (delta-rs): whether a message id is in the table yet.
-
-    It looks into the table only when a new version has landed (a commit file appears:
-    one ``stat`` a poll), loading the new commits alone. A view that loaded and queried the
-    whole table at every 50 ms poll used about a quarter of one of the machine's two cores,
-    taken from the job it measured (docs/DESIGN.md)."""
-
-    def __init__(self, location: str) -> None:
-        self.location = location
-        self._table: DeltaTable | None = None
-        self._version = -1
-
-    def holds(self, message_id: int) -> bool:
-        """Whether ``message_id`` is in the table (False until the table exists)."""
-        next_commit = Path(self.location, "_delta_log", f"{self._version + 1:020d}.json")
-        if not next_commit.exists():
-            return False
-        if self._table is None:
-            self._table = DeltaTable(self.location)
-        else:
-            self._table.update_incremental()
-        self._version = self._table.version()
-        found = (
-            QueryBuilder()
-            .register("q", self._table)
-            .execute(f'select count(*) as n from "q" where message_id = {message_id}')
-            .read_all()
-        )
-        return found.column("n")[0].as_py() > 0
 
 
 def run(spark, scale: float) -> list[Figure]:

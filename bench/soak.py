@@ -42,12 +42,11 @@ from pathlib import Path
 
 import psutil
 import pyarrow as pa
-import pyarrow.parquet as pq
 from deltalake import write_deltalake
 
 from bench import CONF, ROOT, Figure
+from bench.watch import QueueWatcher
 from routing.broker.ids import copy_id_py
-from routing.io.delta_tables import TableFiles, is_table
 from routing.io.lake import Lake
 from routing.plan import schemas
 
@@ -156,34 +155,6 @@ class Producer:
             self.rows += len(deliveries)
 
 
-@dataclass
-class Watcher:
-    """Reads each new ``queue_messages`` commit as it lands: when each producer id first shows."""
-
-    lake: Lake
-    seen: dict[int, float] = field(default_factory=dict)
-    _version: int = -1
-    _log: TableFiles | None = None
-
-    def poll(self) -> None:
-        if self._log is None:
-            if not is_table(self.lake.queue_messages):
-                return
-            self._log = TableFiles(self.lake.queue_messages, "routed_at")
-        latest = self._log.version()
-        if latest <= self._version:
-            return
-        now = time.time()
-        for file in self._log.added(self._version, latest):
-            table = pq.read_table(
-                file.location(self.lake.queue_messages), columns=["message_id", "copy_reason"]
-            )
-            ids = table.filter(table["copy_reason"].is_null())["message_id"].to_pylist()
-            for message_id in ids:
-                self.seen.setdefault(message_id, now)
-        self._version = latest
-
-
 def _job_env() -> dict[str, str]:
     env = {
         k: v
@@ -230,7 +201,7 @@ def soak(seconds: float, out=sys.stdout) -> list[Figure]:
     """Run the job under load for ``seconds`` after its warm-up; return the figures."""
     work = Path(tempfile.mkdtemp(prefix="bench-soak-"))
     lake = Lake.at(work / "lake")
-    producer, watcher = Producer(lake), Watcher(lake)
+    producer, watcher = Producer(lake), QueueWatcher(lake.queue_messages)
     producer.tick()  # the input tables exist before the job starts
     log = work / "job.log"
     samples: list[Sample] = []
