@@ -55,7 +55,7 @@ def _floor(*args: str) -> list[str]:
 def pass_through(lake: Lake, trigger: str | None) -> None:
     """Stream ``addresses/orders`` into ``queue_messages`` as PENDING rows, one idempotent
     append a batch (``trigger`` None: ``--available-now``), as the job commits a small batch."""
-    spark = build_session("bench-floor", short_run=trigger is None, run_to_end=trigger is None)
+    spark = build_session("bench-floor", short_run=trigger is None)
     for key, value in SMALL_BATCH_CONF.items():
         spark.conf.set(key, value)
     logs = TableLogs()
@@ -93,7 +93,7 @@ def read_write(lake: Lake, to: Path) -> None:
     """Read the lake's input tables and write about six rows a message: the messages as
     queue rows and as copies, the deliveries, and one narrow journal-like row per input
     row (four tables, side by side as the job writes them)."""
-    spark = build_session("bench-floor", run_to_end=True)
+    spark = build_session("bench-floor")
     messages = union_by_name(
         [spark.read.format("delta").load(lake.table(t)) for t in lake.address_sources()],
         allow_missing=True,  # a producer may leave out the optional columns

@@ -129,9 +129,7 @@ def main(
     if spark is None:
         from routing.io.session import build_session
 
-        spark = build_session(
-            "jobs.replay", short_run=short_run(Lake.at(args.lake), logs), run_to_end=True
-        )
+        spark = build_session("jobs.replay", short_run=short_run(Lake.at(args.lake), logs))
     try:
         started = time.perf_counter()
         try:

@@ -350,7 +350,7 @@ def main(
     if spark is None:
         from routing.io.session import build_session
 
-        spark = build_session("jobs.route", short_run=short_run, run_to_end=args.available_now)
+        spark = build_session("jobs.route", short_run=short_run)
     try:
         return run(args, spark, lake, Topology(config), out, as_of)
     except Exception as error:  # a failed batch or an unreadable table: say what, exit non-zero

@@ -82,9 +82,12 @@ EMBEDDED_CONF: dict[str, str] = {
     # dictionary and fall back to plain values after building it (docs/DESIGN.md).
     "spark.hadoop.parquet.enable.dictionary": "false",
     # A thread's temporary direct buffer no larger than 256 KiB: Spark's pools keep hundreds
-    # of threads, each holding a buffer as large as its largest read or write (DESIGN.md).
+    # of threads, each holding a buffer as large as its largest read or write. The parallel
+    # collector, not G1: on two cores G1's concurrent threads and write barriers cost the
+    # batches more than the parallel collector's pauses, a continuous job's as well as a
+    # run to the end's (DESIGN.md, "A job collects with the parallel collector").
     "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG4J} "
-    "-XX:-DontCompileHugeMethods -Djdk.nio.maxCachedBufferSize=262144",
+    "-XX:-DontCompileHugeMethods -Djdk.nio.maxCachedBufferSize=262144 -XX:+UseParallelGC",
 }
 
 EMBEDDED_ENV: dict[str, str] = {
@@ -235,25 +238,15 @@ batch that is over before the code pays back: the ten-message lake 0.88x the wal
 long-running job keeps C2: C1's code is slower for good (docs/DESIGN.md, "Where the
 ten-message lake's time goes")."""
 
-RUN_TO_END_JAVA_OPTIONS = "-XX:+UseParallelGC"
-"""The collector of a JVM that routes what there is and exits (``--available-now``, a
-replay): the parallel one, not G1. On two cores G1's concurrent threads and write barriers
-cost a big batch more than the parallel collector's pauses: 1M messages 0.87x the wall,
-the 1M replay's peak memory unchanged. A continuous job keeps G1, whose pauses stay short
-in the batches a producer waits for (docs/DESIGN.md, "Where a big batch's time goes")."""
 
-
-def embedded_java_options(
-    record_classes_to: Path | None = None, *, short_run: bool = False, run_to_end: bool = False
-) -> str:
+def embedded_java_options(record_classes_to: Path | None = None, *, short_run: bool = False) -> str:
     """The embedded JVM's options (``spark.driver.extraJavaOptions``): :data:`EMBEDDED_CONF`'s,
     the class archive's (:func:`class_archive_options`), and a short run's
-    (:data:`SHORT_RUN_JAVA_OPTIONS`) or a run to the end's (:data:`RUN_TO_END_JAVA_OPTIONS`)."""
+    (:data:`SHORT_RUN_JAVA_OPTIONS`)."""
     options = [
         EMBEDDED_CONF["spark.driver.extraJavaOptions"],
         class_archive_options(record_classes_to),
         SHORT_RUN_JAVA_OPTIONS if short_run else "",
-        RUN_TO_END_JAVA_OPTIONS if run_to_end else "",
     ]
     return " ".join(filter(None, options))
 
@@ -270,7 +263,6 @@ def build_session(
     conf: dict[str, str] | None = None,
     record_classes_to: Path | None = None,
     short_run: bool = False,
-    run_to_end: bool = False,
 ) -> SparkSession:
     """Build (or return) the session with Delta's JVM connector and the job's own classes.
 
@@ -287,8 +279,6 @@ def build_session(
         exits (``jobs.class_archive``) instead of mapping :data:`CLASS_ARCHIVE`.
     :param short_run: embedded only: the JVM lives for one small batch or so, and
         compiles with :data:`SHORT_RUN_JAVA_OPTIONS`.
-    :param run_to_end: embedded only: the job routes what there is and exits
-        (``--available-now``, a replay), and collects with :data:`RUN_TO_END_JAVA_OPTIONS`.
     :return: the active session.
 
     Example::
@@ -301,7 +291,7 @@ def build_session(
         builder = builder.master(master or os.environ.get("ROUTING_SPARK_MASTER", "local[*]"))
         settings.update(EMBEDDED_CONF)
         settings["spark.driver.extraJavaOptions"] = embedded_java_options(
-            record_classes_to, short_run=short_run, run_to_end=run_to_end
+            record_classes_to, short_run=short_run
         )
         settings["spark.jars"] = job_jars()
         if LOCAL_FS_JAR.is_file():
