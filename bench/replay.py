@@ -101,7 +101,7 @@ def latency(
         start_new_session=True,
     )
     seen: list[float] = []
-    queue_rows = QueueWatcher(lake.queue_messages, clock=time.perf_counter)
+    watcher = QueueWatcher(lake.queue_messages, clock=time.perf_counter)
     try:
         time.sleep(20)  # session start and the first (empty) batches
         start_id = 10_000_000
@@ -118,9 +118,9 @@ def latency(
             if process.poll() is not None:
                 raise RuntimeError(f"the latency run's job exited {process.returncode}")
             while time.perf_counter() - committed < 30:
-                queue_rows.poll()
-                if last in queue_rows.seen:
-                    seen.append(queue_rows.seen[last] - committed)
+                watcher.poll()
+                if last in watcher.seen:
+                    seen.append(watcher.seen[last] - committed)
                     break
                 time.sleep(POLL)
             time.sleep(max(0.0, 1.0 - (time.perf_counter() - committed)))
