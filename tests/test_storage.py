@@ -166,6 +166,7 @@ def test_carried_rows_are_checkpointed_into_one_frame_past_the_parts_or_after_a_
     assert storage._carried is not None
     # parts: batch 0's, batch 1's, then one; folded: batch 1 checkpoints, batch 2 adds its own
     assert len(storage._carried.parts) == (1 if why == "parts" else 2)
+    assert storage._carried.count == 3  # parts: added up, not counted again
     assert sorted(r.message_id for r in carried.collect()) == [1, 2, 3]
 
 
@@ -310,6 +311,25 @@ def test_a_small_producer_id_table_is_read_once_into_memory(spark, tmp_path):
     assert taken is not None
     assert taken.inputFiles() == []  # no Delta scan for the batch to plan
     assert taken_ids(taken) == [1, 2, 3, 4]
+
+
+def test_the_batch_that_creates_the_producer_id_table_carries_its_ids(spark, tmp_path):
+    lake = Lake.at(tmp_path / "lake")
+    storage = DeltaStorage(lake)
+    write_batch(spark, storage, 0, [], producer_ids=(1, 2))
+
+    tracker = spark.sparkContext.statusTracker()
+    spark.sparkContext.setJobGroup("taken", "the next batch's producer ids")
+    try:
+        taken = storage.taken(spark, 1)
+    finally:
+        spark.sparkContext.setJobGroup("", "")
+
+    assert tracker.getJobIdsForGroup("taken") == []  # not read back through Delta
+    assert taken is not None
+    assert taken_ids(taken) == [1, 2]
+    write_batch(spark, storage, 1, [], producer_ids=(3,))
+    assert taken_ids(storage.taken(spark, 2)) == [1, 2, 3]
 
 
 def test_the_carried_producer_ids_leave_out_the_batch_itself(spark, tmp_path):

@@ -79,8 +79,9 @@ overlapping variant tried was 2 to 9% slower, docs/DESIGN.md)."""
 CARRIED_PARTS = 4
 """Frames of PENDING rows a batch may hand the next one as a union rather than checkpointed
 into one (:meth:`CarriedPending.extended`): each a frame its batch kept already, so carrying
-them costs no Spark job. Past it, they are checkpointed into one frame, so the plans that
-read them stay small (each batch plans several over them)."""
+them costs no Spark job. Past it, they are checkpointed into one frame (one job: their count
+and expirations are known), so the plans that read them stay small (each batch plans several
+over them)."""
 
 CARRIED_PRODUCER_IDS = 100_000
 """Producer ids accepted since the producer-id table was last read through Delta up to
@@ -524,27 +525,35 @@ class CarriedPending:
         return unioned.coalesce(max(shuffle_partitions(unioned.sparkSession), 1))
 
     def extended(self, written: QueueRows, version: int) -> CarriedPending | None:
-        """These rows and the PENDING ones ``written`` by a batch that started from them,
-        without a Spark job: the written frame, kept already, joins the parts, and its
-        scratch this one's.
+        """These rows and the PENDING ones ``written`` by a batch that started from them:
+        the written frame, kept already, joins the parts, and its scratch this one's. No
+        Spark job, unless the union would outgrow :data:`CARRIED_PARTS` frames: then it is
+        checkpointed into one frame (one job; the rows' count and expirations are known).
 
-        None when that is not what the batch leaves, or not cheaply: its rows were not
-        compared with these (``pending`` not counted), one has the key of one of these
-        (``updates``), or they were computed from these (``read_pending``: unioned batch
-        after batch, their size estimates would compound, :meth:`DeltaStorage._carry`); or
-        the union would outgrow :data:`CARRIED_PENDING_ROWS` rows or :data:`CARRIED_PARTS`
-        frames. The rows are checkpointed into one frame then.
+        None when that is not what the batch leaves: its rows were not compared with these
+        (``pending`` not counted), one has the key of one of these (``updates``), or they
+        were computed from these (``read_pending``: unioned batch after batch, their size
+        estimates would compound, :meth:`DeltaStorage._carry`); or the union would outgrow
+        :data:`CARRIED_PENDING_ROWS` rows. The rows are computed anew then.
         """
         if written.pending is None or written.updates or written.read_pending:
             return None
         assert written.pending_expirations is not None  # counted with ``pending``
         count = self.count + written.pending
-        if len(self.parts) >= CARRIED_PARTS or count > CARRIED_PENDING_ROWS:
+        if count > CARRIED_PENDING_ROWS:
             return None
         part = written.rows.where(_in_pending()).select(*schemas.QUEUE_MESSAGE.names)
         self.scratch.absorb(written.scratch)
         expirations = self.expirations | written.pending_expirations
-        return CarriedPending(version, (*self.parts, part), self.scratch, count, expirations)
+        parts = (*self.parts, part)
+        if len(parts) <= CARRIED_PARTS:
+            return CarriedPending(version, parts, self.scratch, count, expirations)
+        scratch = Scratch()
+        try:
+            one = scratch.keep(union_by_name(list(parts)))
+        finally:
+            self.scratch.release()  # the parts, now in ``one``
+        return CarriedPending(version, (one,), scratch, count, expirations)
 
 
 @dataclass(frozen=True)
@@ -814,14 +823,28 @@ class DeltaStorage:
         """Add the ``written`` producer ids the batch appended (``handed``: their frame as its
         write kept it, and the scratch holding it, :meth:`KeptRows.hand_over`) to those
         carried, when its commit is the table's one version since them; otherwise, or past
-        :data:`CARRIED_PRODUCER_IDS`, drop them (the next batch reads the table again)."""
+        :data:`CARRIED_PRODUCER_IDS`, drop them (the next batch reads the table again).
+
+        A commit that created the table (version 0, up to :data:`KEPT_PRODUCER_IDS` ids)
+        holds every id there is: they are carried as the table read once, so the next batch
+        does not read back what this one wrote (in a fresh job, Delta's first read of the
+        table: 1.5 s of the second batch, docs/DESIGN.md)."""
         ids, handed_scratch = handed if handed is not None else (None, Scratch())
         try:
             carried = self._ids
-            if carried is None or ids is None or written == 0:
+            if ids is None or written == 0:
                 return  # no commit: the next batch finds the version it expects, or reads again
             location = self.lake.producer_ids
             version = self._logs.version(location)
+            if carried is None:
+                if (
+                    version == 0
+                    and written <= KEPT_PRODUCER_IDS
+                    and app_id in commit_app_ids(location, version)
+                ):
+                    self._ids = CarriedProducerIds(version, ids, base_scratch=handed_scratch)
+                    handed_scratch = Scratch()  # the carried ids' now
+                return
             if (
                 version != carried.version + 1
                 or app_id not in commit_app_ids(location, version)
