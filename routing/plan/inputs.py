@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import cache
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -68,16 +69,24 @@ def _quoted(name: str) -> Column:
     return F.concat(F.lit("'"), F.col(name), F.lit("'"))
 
 
+# Column builders without arguments are cached: a Column is an expression of the gateway's
+# one JVM, not of a session or a batch, and building these again was about 300 py4j calls
+# a batch (as normalise caches its projections).
+
+
+@cache
 def is_message_row() -> Column:
     """The input row is a message row: of an ``addresses/*`` table."""
     return F.col("source").startswith(f"{ADDRESSES}/")
 
 
+@cache
 def to_route() -> Column:
     """A classified row is a producer's message to route: valid, not the job's own copy."""
     return is_message_row() & F.col(REASON).isNull() & ~F.col(OWN)
 
 
+@cache
 def producer_row() -> Column:
     """:func:`to_route` from the input row's own columns, before :func:`classify` adds its
     own: a producer's message row that passes every check. The job's copies carry
@@ -87,6 +96,7 @@ def producer_row() -> Column:
     return is_message_row() & F.col("copy_reason").isNull() & _message_reason().isNull()
 
 
+@cache
 def own_copy() -> Column:
     """True for a row the job wrote: its id is the copy id of the hop its breadcrumbs name."""
     props = F.col("properties")
@@ -169,6 +179,7 @@ def _event_reason(exists: Callable[[Column, Column, Column], Column]) -> Column:
     )
 
 
+@cache
 def _row_json() -> Column:
     """A row's JSON for ``rejected.row``, once ``_reason`` is set."""
     rejected = F.col(REASON).isNotNull()
@@ -183,6 +194,7 @@ def _row_json() -> Column:
     )
 
 
+@cache
 def _event_rank() -> Column:
     """An event's rank at its instant (SPEC §5.4): deliveries, then management rows."""
     return F.when(F.col("source") == DELIVERIES, F.lit(DELIVERY_KIND)).otherwise(
@@ -253,6 +265,7 @@ def _json(schema) -> Column:
     return F.to_json(F.struct(*[F.col(c) for c in schema.names]))
 
 
+@cache
 def _message_reason() -> Column:
     return _first(
         (F.col("error").isNotNull(), F.col("error")),
