@@ -6,11 +6,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
+
+from routing.io.delta_tables import commit_file
 
 
 @dataclass
@@ -35,8 +36,7 @@ class QueueWatcher:
 
     def poll(self) -> None:
         """Note the ids of the commits that landed since the last poll."""
-        next_commit = Path(self.location, "_delta_log", f"{self._version + 1:020d}.json")
-        if not next_commit.exists():
+        if not commit_file(self.location, self._version + 1).exists():
             return
         now = self.clock()
         if self._table is None:

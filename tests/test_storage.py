@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 
 from routing.broker import layout
 from routing.broker.state import JobState
-from routing.io.delta_tables import table_version, transaction_version
+from routing.io.delta_tables import commit_file, table_version, transaction_version
 from routing.io.jvm import jvm_class
 from routing.io.lake import Lake
 from routing.io.storage import (
@@ -394,9 +394,8 @@ def use_writer(monkeypatch: pytest.MonkeyPatch, writer: str) -> None:
 
 def commit_actions(location: str, version: int) -> dict[str, list[dict]]:
     """The actions of a commit file, by kind."""
-    path = Path(location, "_delta_log", f"{version:020d}.json")
     found: dict[str, list[dict]] = {}
-    for line in path.read_text().splitlines():
+    for line in commit_file(location, version).read_text().splitlines():
         ((kind, action),) = json.loads(line).items()
         found.setdefault(kind, []).append(action)
     return found

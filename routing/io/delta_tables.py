@@ -155,6 +155,11 @@ def _operations(table: DeltaTable, after: int) -> dict[int, str | None]:
     return {c["version"]: c.get("operation") for c in table.history(table.version() - after)}
 
 
+def commit_file(location: str, version: int) -> Path:
+    """The file of the table's commit ``version`` (``_delta_log/<version>.json``)."""
+    return Path(location, DELTA_LOG, f"{version:020d}.json")
+
+
 def commit_app_ids(location: str, version: int) -> frozenset[str]:
     """The ``appId`` of every ``txn`` action of the table's commit ``version``.
 
@@ -162,9 +167,8 @@ def commit_app_ids(location: str, version: int) -> frozenset[str]:
     version of an app, not the app of a version. Empty when the file is gone (the log was
     cleaned up past it), as for a commit without an app transaction.
     """
-    path = Path(location, DELTA_LOG, f"{version:020d}.json")
     try:
-        with path.open(encoding="utf-8") as commit:
+        with commit_file(location, version).open(encoding="utf-8") as commit:
             actions = [json.loads(line) for line in commit if '"txn"' in line]
     except FileNotFoundError:
         return frozenset()
