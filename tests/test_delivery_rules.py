@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 
 from jobs import route
 from routing.broker.ids import copy_id_py
-from routing.broker.layout import address_of_source
+from routing.broker.layout import DELTA_LOG, address_of_source
 from routing.broker.state import JobState
 from routing.io import session
 from routing.io.lake import Lake
@@ -545,7 +545,7 @@ def route_events(
     """The job, configured with ``xml``, over a fresh lake holding ``events`` (``deliveries``,
     ``management`` or a message for its address table), one commit per event; returns the
     lake and the number of micro-batches."""
-    workdir.mkdir()
+    workdir.mkdir(exist_ok=True)
     lake = Lake.at(workdir / "lake")
     conf = workdir / "broker.xml"
     conf.write_text(broker(xml))
@@ -604,6 +604,23 @@ def test_one_batch_or_one_event_per_batch_gives_the_same_tables(spark, tmp_path)
     assert not rows(whole.rejected)
 
     assert_same_tables(spark, single, whole, {"orders", "taps", "DLA", "EXP"})
+
+
+def test_an_address_table_left_without_a_version_is_created_by_the_next_run(spark, tmp_path):
+    """A writer killed while creating an address table (the job's first expiry copies, say)
+    leaves its ``_delta_log`` without a version, beside data files no commit names: to Delta
+    there is no table yet. The next run routes as if the folder were not there and commits
+    the table's version 0 (it used to stop with a lake error: delta-rs found no version)."""
+    whole, _ = run_job(tmp_path / "whole", spark)
+    left = Lake.at(tmp_path / "left" / "lake")
+    log = Path(left.address_table("EXP"), DELTA_LOG)
+    log.mkdir(parents=True)
+    (log / ".00000000000000000000.json.3f9c.tmp").write_text("{}")  # a commit never renamed
+    (log.parent / "part-00000-3f9c.c000.snappy.parquet").write_bytes(b"")  # and its data
+    assert left.address_sources() == []
+
+    routed, _ = route_events(tmp_path / "left", spark, SAME_XML, SAME_EVENTS)
+    assert_same_tables(spark, routed, whole, {"orders", "taps", "DLA", "EXP"})
 
 
 def assert_same_tables(spark, single: Lake, whole: Lake, addresses: set[str]) -> None:

@@ -1,12 +1,13 @@
 """Where each table of the lake lives (SPEC §3), rooted at a directory or URI.
 
 The names are :mod:`routing.broker.layout`'s; :meth:`Lake.address_sources` lists the
-``addresses/`` folder, the only I/O here.
+``addresses/`` folder and looks into its tables' logs, the only I/O here.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,5 +78,19 @@ class Lake:
         if not base.is_dir():
             return []
         return sorted(
-            f"{ADDRESSES}/{entry.name}" for entry in base.iterdir() if (entry / DELTA_LOG).is_dir()
+            f"{ADDRESSES}/{entry.name}"
+            for entry in base.iterdir()
+            if _has_version(entry / DELTA_LOG)
         )
+
+
+_VERSION_FILE = re.compile(r"\d{20}\.(?:json|checkpoint\..+)")
+"""A file of a Delta log that holds a version: a commit, or a checkpoint (classic, multi-part
+or V2)."""
+
+
+def _has_version(log: Path) -> bool:
+    """True when the Delta log folder ``log`` holds a version. A writer killed while creating
+    a table leaves the folder without one (its first commit never landed), and Delta counts
+    no table there until a writer commits version 0."""
+    return log.is_dir() and any(_VERSION_FILE.fullmatch(entry.name) for entry in log.iterdir())

@@ -75,6 +75,11 @@ EMBEDDED_CONF: dict[str, str] = {
     # every row read back): the batch about 5% faster (docs/DESIGN.md).
     "spark.serializer": KRYO,
     "spark.kryo.referenceTracking": "false",
+    # The Python workers (the Arrow passes, the breadcrumb UDF) reached over Unix domain
+    # sockets, not loopback TCP, where a query that calls Python waits about 35 ms more
+    # (Nagle's algorithm against delayed acknowledgements): a warm small batch 0.89x
+    # (docs/DESIGN.md, "Where a small batch's time goes").
+    "spark.python.unix.domain.socket.enabled": "true",
     "spark.local.dir": os.environ.get("ROUTING_SPARK_LOCAL_DIR", "/tmp/routing-spark"),
     # no Hive metastore or warehouse folder in the working directory
     "spark.sql.catalogImplementation": "in-memory",
