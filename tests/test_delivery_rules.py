@@ -544,7 +544,8 @@ def route_events(
 ) -> tuple[Lake, int]:
     """The job, configured with ``xml``, over a fresh lake holding ``events`` (``deliveries``,
     ``management`` or a message for its address table), one commit per event; returns the
-    lake and the number of micro-batches."""
+    lake and the number of micro-batches. ``workdir`` may exist already, holding what a
+    test leaves for the job to find."""
     workdir.mkdir(exist_ok=True)
     lake = Lake.at(workdir / "lake")
     conf = workdir / "broker.xml"

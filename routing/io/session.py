@@ -77,7 +77,7 @@ EMBEDDED_CONF: dict[str, str] = {
     "spark.kryo.referenceTracking": "false",
     # The Python workers (the Arrow passes, the breadcrumb UDF) reached over Unix domain
     # sockets, not loopback TCP, where a query that calls Python waits about 35 ms more
-    # (Nagle's algorithm against delayed acknowledgements): a warm small batch 0.89x
+    # (Nagle's algorithm against delayed acknowledgements): a warm small batch about 0.9x
     # (docs/DESIGN.md, "Where a small batch's time goes").
     "spark.python.unix.domain.socket.enabled": "true",
     "spark.local.dir": os.environ.get("ROUTING_SPARK_LOCAL_DIR", "/tmp/routing-spark"),
