@@ -7,7 +7,6 @@ The names are :mod:`routing.broker.layout`'s; :meth:`Lake.address_sources` lists
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +14,6 @@ from routing.broker.layout import (
     ADDRESSES,
     CHECKPOINTS,
     DELIVERIES,
-    DELTA_LOG,
     JOURNAL,
     MANAGEMENT,
     PRODUCER_IDS,
@@ -23,6 +21,7 @@ from routing.broker.layout import (
     REJECTED,
     address_source,
 )
+from routing.io.delta_tables import is_table
 
 __all__ = ["Lake"]
 
@@ -78,19 +77,5 @@ class Lake:
         if not base.is_dir():
             return []
         return sorted(
-            f"{ADDRESSES}/{entry.name}"
-            for entry in base.iterdir()
-            if _has_version(entry / DELTA_LOG)
+            f"{ADDRESSES}/{entry.name}" for entry in base.iterdir() if is_table(str(entry))
         )
-
-
-_VERSION_FILE = re.compile(r"\d{20}\.(?:json|checkpoint\..+)")
-"""A file of a Delta log that holds a version: a commit, or a checkpoint (classic, multi-part
-or V2)."""
-
-
-def _has_version(log: Path) -> bool:
-    """True when the Delta log folder ``log`` holds a version. A writer killed while creating
-    a table leaves the folder without one (its first commit never landed), and Delta counts
-    no table there until a writer commits version 0."""
-    return log.is_dir() and any(_VERSION_FILE.fullmatch(entry.name) for entry in log.iterdir())
