@@ -7,6 +7,7 @@ import json
 import re
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from chispa import assert_df_equality
 from deltalake import DeltaTable
@@ -15,7 +16,7 @@ from pyspark.sql import functions as F
 
 from routing.broker import layout
 from routing.broker.state import JobState
-from routing.io.delta_tables import commit_file, table_version, transaction_version
+from routing.io.delta_tables import TableFiles, commit_file, table_version, transaction_version
 from routing.io.jvm import jvm_class
 from routing.io.lake import Lake
 from routing.io.storage import (
@@ -26,6 +27,7 @@ from routing.io.storage import (
     DeltaStorage,
     LogCheckpoints,
     Outputs,
+    statistics_columns,
 )
 from routing.io.storage import append as append_rows
 from routing.plan import schemas
@@ -519,6 +521,43 @@ def test_the_tables_the_job_creates_are_checkpointed_every_hundred_commits(spark
     assert CHECKPOINT_INTERVAL == 100
     assert table_properties(ours) == table_properties(deltas) == interval
     assert "delta.checkpointInterval" not in table_properties(producers)
+
+
+def bounded_columns(location: str) -> set[str]:
+    """The columns whose bounds the table's data files record."""
+    actions = pa.table(DeltaTable(location).get_add_actions(flatten=True))
+    return {name[4:] for name in actions.column_names if name.startswith("max.")}
+
+
+def test_the_tables_the_job_creates_keep_statistics_on_their_ids_and_times(spark, tmp_path):
+    """Only those bounds skip files (every batch's files hold every queue and status); a
+    producer appending to an address table the job created still records its event times,
+    which the input stream cuts by; a producer's own table keeps Delta's default."""
+    lake = Lake.at(tmp_path / "lake")
+    write_batch(spark, DeltaStorage(lake), 0, [queue_row(1, "PENDING")], producer_ids=(1,))
+    assert bounded_columns(lake.queue_messages) == {
+        "message_id",
+        "sent_at",
+        "routed_at",
+        "status_at",
+    }
+    assert bounded_columns(lake.producer_ids) == {"message_id", "batch_id"}
+
+    copies = local_frame(
+        spark, [queue_row(2, "PENDING")[:12]], schemas.spark_schema(schemas.MESSAGE)
+    )
+    dla, producers = lake.address_table("orders.DLA"), lake.address_table("orders")
+    bounded = statistics_columns(layout.address_source("orders.DLA"))
+    append_rows(copies, dla, app_id=APP, txn_version=0, statistics=bounded)
+    append(dla, [{"message_id": 3, "address": "orders.DLA", "sent_at": at(30)}], schemas.MESSAGE)
+    assert bounded_columns(dla) == {"message_id", "sent_at"}, "delta-rs keeps to the property"
+    [producers_file] = TableFiles(dla, "sent_at").added(0, 1)
+    sent = int(at(30).timestamp() * 1_000_000)
+    assert producers_file.min_time == sent <= (producers_file.max_time or 0)
+
+    append(producers, [{"message_id": 4, "address": "orders", "sent_at": at(40)}], schemas.MESSAGE)
+    append_rows(copies, producers, app_id=APP, txn_version=0, statistics=bounded)
+    assert {"address", "routing_type", "sent_at"} <= bounded_columns(producers)
 
 
 def test_the_storage_writes_the_checkpoints_its_commits_were_due_before_it_closes(spark, tmp_path):
