@@ -117,8 +117,8 @@ whose minimum, maximum and null count each data file's log entry records (Delta'
 is the first 32 columns; every file still records its row count). Collecting them is a
 Delta append's own aggregate: about a quarter of a 1M-row append, 40 ms of a 200-row one,
 mostly for bounds that skip nothing, since every batch's files hold every address, queue
-and outcome. Ids and times grow with the batches, so their bounds do skip files, and the input
-stream cuts its batches by the event time's (docs/DESIGN.md)."""
+and outcome. Ids and times grow with the batches, so their bounds do skip files, and the
+input stream cuts its batches by the event time's (docs/DESIGN.md)."""
 
 
 def statistics_columns(table: str) -> tuple[str, ...] | None:
