@@ -16,7 +16,13 @@ from pyspark.sql import functions as F
 
 from routing.broker import layout
 from routing.broker.state import JobState
-from routing.io.delta_tables import TableFiles, commit_file, table_version, transaction_version
+from routing.io.delta_tables import (
+    TableFiles,
+    commit_file,
+    epoch_micros,
+    table_version,
+    transaction_version,
+)
 from routing.io.jvm import jvm_class
 from routing.io.lake import Lake
 from routing.io.storage import (
@@ -186,7 +192,7 @@ def test_the_carried_rows_expirations_are_known_without_reading_them(spark, tmp_
         assert expirations is not None
         return expirations.earliest
 
-    micros = lambda ms: int(at(ms).timestamp() * 1_000_000)  # noqa: E731
+    micros = lambda ms: epoch_micros(at(ms))  # noqa: E731
     assert earliest_after(0, [queue_row(1, "PENDING", expiration=500)]) == micros(500)
     # extended: a PENDING row's expiration counts, an expired row's does not
     two_expirations = [
@@ -552,7 +558,7 @@ def test_the_tables_the_job_creates_keep_statistics_on_their_ids_and_times(spark
     append(dla, [{"message_id": 3, "address": "orders.DLA", "sent_at": at(30)}], schemas.MESSAGE)
     assert bounded_columns(dla) == {"message_id", "sent_at"}, "delta-rs keeps to the property"
     [producers_file] = TableFiles(dla, "sent_at").added(0, 1)
-    sent = int(at(30).timestamp() * 1_000_000)
+    sent = epoch_micros(at(30))
     assert producers_file.min_time == sent <= (producers_file.max_time or 0)
 
     append(producers, [{"message_id": 4, "address": "orders", "sent_at": at(40)}], schemas.MESSAGE)
@@ -618,4 +624,4 @@ def test_queue_rows_not_folded_are_counted_without_the_carried_rows(spark, tmp_p
 
     assert (count, updates, pending) == (2, folded, 1)
     assert expirations is not None
-    assert expirations.earliest == int(at(700).timestamp() * 1_000_000)
+    assert expirations.earliest == epoch_micros(at(700))
