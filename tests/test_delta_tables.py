@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
@@ -9,6 +11,8 @@ from routing.io.delta_tables import (
     TableFiles,
     TableLogs,
     arrow_schema,
+    commit_file,
+    commit_rows,
     file_count,
     last_user_metadata,
     table_version,
@@ -87,3 +91,23 @@ def test_a_tables_schema_at_a_version_it_learnt_and_before(tmp_path):
     assert "priority" in files.schema(1).names
     assert files.schema(0) == arrow_schema(location, 0)
     assert "priority" not in files.schema(0).names
+
+
+def test_the_rows_a_commit_added_come_from_its_files_statistics_or_footers(tmp_path):
+    """``commit_rows`` counts one commit's rows, not the table's; a file the commit left
+    without statistics is counted from its Parquet footer."""
+    location = str(tmp_path / "queue_messages")
+    rows = [{"message_id": i, "status": "ACKED" if i % 3 else "PENDING"} for i in range(7)]
+    schema = pa.schema([("message_id", pa.int64()), ("status", pa.string())])
+    write_deltalake(location, pa.Table.from_pylist(rows[:2], schema), partition_by=["status"])
+    write_deltalake(
+        location, pa.Table.from_pylist(rows[2:], schema), partition_by=["status"], mode="append"
+    )
+    assert [commit_rows(location, v) for v in (0, 1)] == [2, 5]
+
+    commit = commit_file(location, 1)
+    actions = [json.loads(line) for line in commit.read_text().splitlines()]
+    for action in actions:
+        action.get("add", {}).pop("stats", None)
+    commit.write_text("".join(json.dumps(a) + "\n" for a in actions))
+    assert commit_rows(location, 1) == 5

@@ -62,10 +62,11 @@ def write_batch(
     producer_ids: tuple[int, ...] = (),
     *,
     folded: bool = False,
-) -> None:
+) -> dict[str, int]:
     """One batch as the job runs it: its PENDING rows and the producer ids taken read,
     then its queue rows and the ``producer_ids`` it accepted written (``folded``: the queue
-    rows were computed from the PENDING rows read, :class:`Outputs`)."""
+    rows were computed from the PENDING rows read, :class:`Outputs`); the rows written by
+    table."""
     storage.pending(spark)
     storage.taken(spark, batch_id)
     queue_rows = local_frame(spark, rows, schemas.spark_schema(schemas.QUEUE_MESSAGE))
@@ -78,7 +79,7 @@ def write_batch(
         ids.withColumn(TABLE, F.lit(layout.PRODUCER_IDS)),
     ]
     outputs = Outputs(tagged, queue_rows, len(rows) + len(producer_ids), folded)
-    storage.write(outputs, JobState(), APP, batch_id)
+    return storage.write(outputs, JobState(), APP, batch_id)
 
 
 def pending_in_delta(spark: SparkSession, lake: Lake) -> DataFrame:
@@ -251,14 +252,60 @@ def test_a_batch_that_changes_no_pending_row_appends_its_queue_rows(
     )
 
 
-def job_descriptions(spark: SparkSession) -> dict[int, str]:
-    """The Spark jobs the application ran so far, by id, with their descriptions ("" for
-    none), from its status store once the listeners have caught up."""
+@pytest.mark.parametrize("carried", [False, True], ids=["new-table", "carried-rows"])
+def test_a_large_batch_appends_its_queue_rows_from_their_plan(
+    spark, tmp_path, monkeypatch, carried
+):
+    lake = Lake.at(tmp_path / "lake")
+    storage = DeltaStorage(lake)
+    earlier = [queue_row(1, "PENDING")] if carried else []
+    if carried:
+        write_batch(spark, storage, 0, earlier)
+    # a large batch (more input rows than are carried), none of whose queue rows updates one
+    monkeypatch.setattr("routing.io.storage.OVERLAPPED_ROWS", 0)
+    monkeypatch.setattr("routing.io.storage.CARRIED_PENDING_ROWS", 2)
+    batch = [queue_row(2, "PENDING"), queue_row(3, "ACKED"), queue_row(4, "PENDING")]
+    before = job_names(spark)
+    written = write_batch(spark, storage, 1, batch)
+    ran = [n for i, n in job_names(spark).items() if i not in before]
+
+    assert last_operation(spark, lake) == "WRITE"
+    # the queue rows were not kept (a local checkpoint) and counted: counted from the commit
+    assert not [n for n in ran if n.startswith(("localCheckpoint", "count"))], ran
+    assert written[layout.QUEUE_MESSAGES] == 3
+    rows = local_frame(spark, earlier + batch, schemas.spark_schema(schemas.QUEUE_MESSAGE))
+    table = spark.read.format("delta").load(lake.queue_messages)
+    assert_df_equality(
+        table.select(*schemas.QUEUE_MESSAGE.names).orderBy("message_id"),
+        rows.orderBy("message_id"),
+        ignore_nullable=True,
+    )
+    # none carried: the next batch reads the PENDING rows from Delta
+    assert_df_equality(
+        storage.pending(spark).orderBy("message_id"),
+        pending_in_delta(spark, lake).orderBy("message_id"),
+    )
+    assert storage.pending_expirations() is None
+
+
+def jobs_ran(spark: SparkSession) -> list:
+    """The Spark jobs the application ran so far (the status store's ``JobData``), once the
+    listeners have caught up."""
     context = spark.sparkContext._jsc.sc()
     context.listenerBus().waitUntilEmpty(60_000)
     jobs = context.statusStore().jobsList(None)
-    listed = spark.sparkContext._jvm.scala.jdk.javaapi.CollectionConverters.asJava(jobs)
-    described = ((j.jobId(), j.description()) for j in listed)
+    return list(spark.sparkContext._jvm.scala.jdk.javaapi.CollectionConverters.asJava(jobs))
+
+
+def job_names(spark: SparkSession) -> dict[int, str]:
+    """The Spark jobs ran so far, by id, with their names (the call that started each, as
+    ``localCheckpoint at ...``)."""
+    return {j.jobId(): j.name() for j in jobs_ran(spark)}
+
+
+def job_descriptions(spark: SparkSession) -> dict[int, str]:
+    """The Spark jobs ran so far, by id, with their descriptions ("" for none)."""
+    described = ((j.jobId(), j.description()) for j in jobs_ran(spark))
     return {i: d.get() if d.isDefined() else "" for i, d in described}
 
 

@@ -26,8 +26,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
+from urllib.parse import unquote
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
 from routing.broker.layout import DELTA_LOG, ROUTING_APP_PREFIX
@@ -185,6 +187,20 @@ def commit_app_ids(location: str, version: int) -> frozenset[str]:
     except FileNotFoundError:
         return frozenset()
     return frozenset(a["txn"]["appId"] for a in actions if "txn" in a)
+
+
+def commit_rows(location: str, version: int) -> int:
+    """The rows the table's commit ``version`` added: its files' record counts, from their
+    statistics (a file without any: its Parquet footer)."""
+    with commit_file(location, version).open(encoding="utf-8") as commit:
+        actions = [json.loads(line) for line in commit if '"add"' in line]
+    rows = 0
+    for added in (a["add"] for a in actions if "add" in a):
+        records = json.loads(added.get("stats") or "{}").get("numRecords")
+        if records is None:
+            records = pq.read_metadata(Path(location, unquote(added["path"]))).num_rows
+        rows += records
+    return rows
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ from routing.broker.state import JobState
 from routing.io.delta_tables import (
     TableLogs,
     commit_app_ids,
+    commit_rows,
     is_table,
     row_count,
 )
@@ -740,8 +741,10 @@ class DeltaStorage:
         A small batch (:data:`OVERLAPPED_ROWS`) writes its tables all at once, and keeps and
         counts its queue rows (:meth:`_count_queue_rows`) meanwhile: neither reads what the
         other writes. A large one commits its address tables before the others, and then
-        its queue rows. The Delta checkpoints its commits are due wait, and one starts once
-        the queue rows are committed (:class:`LogCheckpoints`; :meth:`close` writes the rest).
+        its queue rows (from their plan, when nothing needs them counted first:
+        :meth:`_appends_as_planned`). The Delta checkpoints its commits are due wait, and
+        one starts once the queue rows are committed (:class:`LogCheckpoints`; :meth:`close`
+        writes the rest).
 
         :return: the rows written by table (:func:`count_rows`).
         """
@@ -775,10 +778,18 @@ class DeltaStorage:
                     checkpoints=self._checkpoints,
                     logs=self._logs,
                 )
-                queue = overlapped.result() if overlapped else counted()
-                self._commit_queue_rows(queue, state, app_id, batch_id)
+                if overlapped is None and self._appends_as_planned(outputs):
+                    self._append_queue_rows(outputs.queue_rows, state, app_id, batch_id)
+                    self._drop_carried()
+                    location = self.lake.queue_messages
+                    written = commit_rows(location, self._logs.version(location))
+                else:
+                    queue = overlapped.result() if overlapped else counted()
+                    self._commit_queue_rows(queue, state, app_id, batch_id)
+                    written = queue.count
                 self._checkpoints.write_next()
-                self._carry(queue, app_id)
+                if queue is not None:
+                    self._carry(queue, app_id)
                 self._carry_ids(
                     kept.hand_over(layout.PRODUCER_IDS), counts.get(layout.PRODUCER_IDS, 0), app_id
                 )
@@ -789,8 +800,8 @@ class DeltaStorage:
                     queue = overlapped.result()  # failed before it was read: release it
                 if queue is not None:
                     queue.scratch.release()  # no-op once carried (_carry)
-        if queue.count:
-            counts[layout.QUEUE_MESSAGES] = queue.count
+        if written:
+            counts[layout.QUEUE_MESSAGES] = written
         return counts
 
     def close(self) -> None:
@@ -930,17 +941,7 @@ class DeltaStorage:
         ):
             # the first batch creates the table; an empty batch still records its
             # transaction and the job state; a batch of new keys only inserts
-            append(
-                rows,
-                location,
-                app_id=app_id,
-                txn_version=batch_id,
-                partition_by=[schemas.QUEUE_MESSAGES_PARTITION],
-                user_metadata=state.to_json(),
-                checkpoints=self._checkpoints,
-                logs=self._logs,
-                statistics=statistics_columns(layout.QUEUE_MESSAGES),
-            )
+            self._append_queue_rows(rows, state, app_id, batch_id)
             return
         settings = {
             TXN_APP_ID: app_id,
@@ -962,6 +963,49 @@ class DeltaStorage:
                 .whenNotMatchedInsertAll()
                 .execute()
             )
+
+    def _appends_as_planned(self, outputs: Outputs) -> bool:
+        """Whether a batch of more than :data:`CARRIED_PENDING_ROWS` input rows writes its
+        queue rows straight from their plan (:meth:`_append_queue_rows`), not kept and
+        counted first: when they are appended whatever they hold, since ``queue_messages``
+        does not exist yet (the first batch, a replay into a new lake) or none of them can
+        update a PENDING row (:meth:`_count_queue_rows`).
+
+        Kept, they cost such a batch a pass over its queue rows, serialized and read back,
+        for a count that decides nothing. The batch then carries no PENDING rows to the
+        next one, which reads them from Delta (:meth:`pending`); the queue rows of that
+        many input rows are seldom few enough to be carried anyway."""
+        if outputs.rows_in <= CARRIED_PENDING_ROWS:
+            return False
+        return not is_table(self.lake.queue_messages) or (
+            not outputs.queue_rows_read_pending and self._started_from_carried()
+        )
+
+    def _append_queue_rows(
+        self, rows: DataFrame, state: JobState, app_id: str, batch_id: int
+    ) -> None:
+        """Append a batch's queue rows to their status partitions, with its transaction and
+        ``state``: from at most ``spark.sql.shuffle.partitions`` tasks, as :meth:`Scratch.keep`
+        leaves a frame (a union of rounds adds up its parts'), each writing a file a status."""
+        partitions = max(shuffle_partitions(rows.sparkSession), 1)
+        append(
+            rows.select(*schemas.QUEUE_MESSAGE.names).coalesce(partitions),
+            self.lake.queue_messages,
+            app_id=app_id,
+            txn_version=batch_id,
+            partition_by=[schemas.QUEUE_MESSAGES_PARTITION],
+            user_metadata=state.to_json(),
+            checkpoints=self._checkpoints,
+            logs=self._logs,
+            statistics=statistics_columns(layout.QUEUE_MESSAGES),
+        )
+
+    def _drop_carried(self) -> None:
+        """Forget the PENDING rows carried (:meth:`pending` reads Delta next)."""
+        self._read = None
+        carried, self._carried = self._carried, None
+        if carried is not None:
+            carried.scratch.release()
 
     def _started_from_carried(self) -> bool:
         """The batch's PENDING rows were carried, and the table is still at their version."""
