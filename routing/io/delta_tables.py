@@ -9,6 +9,8 @@ routing.io.lake_events). What this module answers, with delta-rs's public API
   streaming-source process, which has no JVM to ask delta-spark;
 - which app transactions a commit carries, read from its commit file: the input stream
   does not offer the routing job's own commits (:class:`TableFiles`);
+- the rows a commit added, from its commit file (the files' record counts): a large batch
+  counts so the queue rows it appends from their plan (:mod:`routing.io.storage`);
 - an app transaction's version and a commit's ``userMetadata``: the job asks them
   before each batch (``done``, ``state``), and delta-spark's Python API has no lookup of
   the former; delta-rs answers both from the log without starting a Spark job.
