@@ -176,28 +176,33 @@ def commit_file(location: str, version: int) -> Path:
     return Path(location, DELTA_LOG, f"{version:020d}.json")
 
 
+def commit_actions(location: str, version: int, kind: str) -> list[dict]:
+    """The actions of one ``kind`` (``txn``, ``add``...) of the table's commit ``version``,
+    read from its commit file (``_delta_log/<version>.json``; FileNotFoundError when gone).
+    Only the lines that name the kind are parsed."""
+    with commit_file(location, version).open(encoding="utf-8") as commit:
+        actions = [json.loads(line) for line in commit if f'"{kind}"' in line]
+    return [a[kind] for a in actions if kind in a]
+
+
 def commit_app_ids(location: str, version: int) -> frozenset[str]:
     """The ``appId`` of every ``txn`` action of the table's commit ``version``.
 
-    Read from the commit file (``_delta_log/<version>.json``): delta-rs's API has the last
+    Read from the commit file (:func:`commit_actions`): delta-rs's API has the last
     version of an app, not the app of a version. Empty when the file is gone (the log was
     cleaned up past it), as for a commit without an app transaction.
     """
     try:
-        with commit_file(location, version).open(encoding="utf-8") as commit:
-            actions = [json.loads(line) for line in commit if '"txn"' in line]
+        return frozenset(txn["appId"] for txn in commit_actions(location, version, "txn"))
     except FileNotFoundError:
         return frozenset()
-    return frozenset(a["txn"]["appId"] for a in actions if "txn" in a)
 
 
 def commit_rows(location: str, version: int) -> int:
     """The rows the table's commit ``version`` added: its files' record counts, from their
     statistics (a file without any: its Parquet footer)."""
-    with commit_file(location, version).open(encoding="utf-8") as commit:
-        actions = [json.loads(line) for line in commit if '"add"' in line]
     rows = 0
-    for added in (a["add"] for a in actions if "add" in a):
+    for added in commit_actions(location, version, "add"):
         records = json.loads(added.get("stats") or "{}").get("numRecords")
         if records is None:
             records = pq.read_metadata(Path(location, unquote(added["path"]))).num_rows
