@@ -26,6 +26,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
+from pyspark.sql import DataFrame
 
 from jobs import replay as replay_job
 from jobs import route as route_job
@@ -33,9 +34,10 @@ from routing.broker.layout import address_dir
 from routing.io.delta_tables import file_count
 from routing.io.lake import Lake
 from routing.io.storage import COMPACT_PRODUCER_IDS_AT, DeltaStorage
-from routing.plan import schemas
+from routing.plan import inputs, schemas
 from routing.tools import replay
-from tests.lakeio import append, at, rows
+from tests.frames import assert_rows_equal
+from tests.lakeio import append, at, read_table, rows
 from tests.test_cluster import child_env
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -681,6 +683,52 @@ def test_a_rejected_rows_reason_does_not_depend_on_where_batches_are_cut(corpus)
     found = [r for r in corpus.rejected() if case.marker in compact(r["row"])]
     assert len(found) == 1, found
     assert found[0]["reason"] == case.reason
+
+
+def _route_twice(spark, workdir: Path) -> Lake:
+    """Two runs over one lake: ids used twice within the first batch, then ids the first
+    run accepted used again."""
+    workdir.mkdir()
+    lake = Lake.at(workdir / "lake")
+    conf = workdir / "broker.xml"
+    conf.write_text(CONF, encoding="utf-8")
+    first = [message(i, ms=1000 + i) for i in (1, 2, 3)] + [message(i, ms=2000 + i) for i in (1, 2)]
+    second = [message(i, ms=3000 + i) for i in (3, 4)] + [message(4, "a/b", ms=3010)]
+    for sends in (first, second):
+        append(
+            lake.address_table("orders"),
+            [s for s in sends if s["address"] == "orders"],
+            schemas.MESSAGE,
+        )
+        if others := [s for s in sends if s["address"] == "a/b"]:
+            append(lake.address_table("a/b"), others, schemas.MESSAGE)
+        status = route_job.main(
+            ["--conf", str(conf), "--lake", lake.root, "--available-now"],
+            spark=spark,
+            out=io.StringIO(),
+            err=io.StringIO(),
+        )
+        assert status == 0
+    return lake
+
+
+def test_many_duplicate_ids_are_rejected_as_a_few_are(spark, tmp_path, monkeypatch):
+    """A batch's few duplicate ids are broadcast back to its kept rows, and more than
+    ``inputs.BROADCAST_CLASHES`` are joined once and the rows kept again: the same rows
+    are rejected either way, each for its reason."""
+    few = _route_twice(spark, tmp_path / "few")
+    monkeypatch.setattr(inputs, "BROADCAST_CLASHES", 1)  # two ids in each batch: many
+    many = _route_twice(spark, tmp_path / "many")
+
+    def rejected(lake: Lake) -> DataFrame:
+        return spark.createDataFrame(read_table(lake.rejected)).select("source", "reason", "row")
+
+    assert_rows_equal(rejected(many), rejected(few), order_by=["row"])
+    reasons = sorted(r["reason"] for r in rows(few.rejected))
+    assert reasons == [f"duplicate message_id {i}" for i in (1, 2, 3, 4)]
+    queue_rows = sorted((r["queue"], r["message_id"]) for r in rows(few.queue_messages))
+    # input order is (table, version, file, row): a/b's row of id 4 comes first
+    assert queue_rows == [("a/b", 4), ("orders", 1), ("orders", 2), ("orders", 3)]
 
 
 def test_the_producer_ids_of_a_long_run_are_compacted_and_all_kept(spark, tmp_path):

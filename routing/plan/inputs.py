@@ -20,7 +20,7 @@ from routing.broker.ids import COPY_ID_BASE
 from routing.broker.layout import ADDRESSES, DELIVERIES, MANAGEMENT
 from routing.broker.topology import MESSAGE_RANK
 from routing.plan import journal, schemas
-from routing.plan._columns import broadcasts_by_size, literal_map, union_of
+from routing.plan._columns import broadcasts_by_size, literal_map, local_frame, union_of
 from routing.plan.breadcrumbs import ORIG_MESSAGE_ID, ORIG_QUEUE
 from routing.plan.deliveries import (
     BY_FILTER,
@@ -41,6 +41,10 @@ REASON, OWN, ROW_JSON = "_reason", "_own", "_row"
 CLASSIFIED = (REASON, OWN, ROW_JSON)
 """What :func:`classify` adds to every input row: why it is rejected (null: valid),
 whether it is the job's own copy read back, and its JSON for ``rejected.row``."""
+
+BROADCAST_CLASHES = 10_000
+"""Most duplicate producer ids a batch broadcasts back to its rows (:func:`classify`);
+more are joined once, and the rows kept again."""
 
 
 @dataclass
@@ -87,16 +91,6 @@ def to_route() -> Column:
 
 
 @cache
-def producer_row() -> Column:
-    """:func:`to_route` from the input row's own columns, before :func:`classify` adds its
-    own: a producer's message row that passes every check. The job's copies carry
-    ``copy_reason``, and a producer's row with one is rejected, so such rows never route;
-    a reader of the ids alone then never reads the ``properties`` map :func:`own_copy`
-    looks into (a map is the costliest column to decode)."""
-    return is_message_row() & F.col("copy_reason").isNull() & _message_reason().isNull()
-
-
-@cache
 def own_copy() -> Column:
     """True for a row the job wrote: its id is the copy id of the hop its breadcrumbs name."""
     props = F.col("properties")
@@ -126,9 +120,9 @@ def classify(
     taken: DataFrame | None = None,
     exists: Callable[[Column, Column, Column], Column] | None = None,
 ) -> DataFrame:
-    """Every input row with :data:`CLASSIFIED`, checkpointed: ``_reason`` (why it is
-    rejected, null if valid), ``_own`` (the job's own copy read back) and ``_row`` (its
-    JSON for ``rejected``).
+    """Every input row with :data:`CLASSIFIED`, checkpointed (and the batch's few
+    duplicate ids, if any, joined on top): ``_reason`` (why it is rejected, null if valid),
+    ``_own`` (the job's own copy read back) and ``_row`` (its JSON for ``rejected``).
 
     ``taken`` holds the producer ids earlier batches accepted (``message_id``): a row
     reusing one is a duplicate. Management filters are checked afterwards
@@ -151,10 +145,9 @@ def classify(
             REASON,
             F.when(is_message & ~F.col(OWN), _message_reason()).otherwise(_event_reason(exists)),
         )
-        .transform(lambda rows: _reject_duplicates(rows, taken))
         .withColumn(ROW_JSON, _row_json())
     )
-    return scratch.keep(classified)
+    return _reject_duplicates(scratch.keep(classified), scratch, taken)
 
 
 def reclassify(
@@ -340,60 +333,79 @@ def _management_reason(queue_known: Column, to_queue_known: Column) -> Column:
     )
 
 
-def _reject_duplicates(rows: DataFrame, taken: DataFrame | None = None) -> DataFrame:
+def _reject_duplicates(
+    rows: DataFrame, scratch: Scratch, taken: DataFrame | None = None
+) -> DataFrame:
     """A producer id is used once in the lake (SPEC §3.1): a row reusing an id an earlier
     batch accepted is rejected, and so are the later rows (in input order) of an id used
     twice in this batch.
 
-    Found on the ids alone (an aggregate, and a semi-join with ``taken``); the few ids
-    found are broadcast back to the rows, which are never shuffled for this. The ids
-    ``taken`` are the join's streamed side and the batch's its hashed one: ``taken`` grows
-    with every batch, and hashed (a shuffled hash join, which cannot spill) its 9M ids of a
-    10M-message replay overflowed the 2 GiB heap.
+    Found on the ids of the kept ``rows`` alone, not on a second read of the input: first
+    the ids reused (:func:`_reused`, counts only, a hash aggregate), usually none, and the
+    rows stay as kept. Only for ids found is their first use looked for (the least input
+    order: a struct holding strings, which Spark aggregates by sorting). A few are
+    collected and broadcast back to the rows (every later read joins them; the rows are
+    never shuffled for this); more (a log appended twice) are joined once and the rows
+    kept again.
     """
-    candidate = to_route()
     order = F.struct("source", "version", "file", "row")
-    ids = rows.where(producer_row()).select("message_id", order.alias("_order"))
-    found = [
-        ids.groupBy("message_id")
-        .agg(F.min("_order").alias("_first"), F.count(F.lit(1)).alias("_uses"))
-        .where(F.col("_uses") > 1)
-        .select("message_id", "_first", F.lit(False).alias("_taken"))
-    ]
-    if taken is not None:
-        batch_ids = ids.select("message_id")
-        if not broadcasts_by_size(rows.sparkSession):
-            batch_ids = F.broadcast(batch_ids)  # a small batch's, hashed whatever its estimate
-        found.append(
-            taken.select("message_id")
-            .join(batch_ids, "message_id", "left_semi")
-            .distinct()
-            .select(
-                "message_id",
-                F.lit(None).cast(ids.schema["_order"].dataType).alias("_first"),
-                F.lit(True).alias("_taken"),
-            )
-        )
+    ids = rows.where(to_route()).select("message_id", order.alias("_order"))
+    reused = _reused(ids.select("message_id"), taken)
+    few = reused.limit(BROADCAST_CLASHES + 1).collect()
+    if not few:
+        return rows
+    many = len(few) > BROADCAST_CLASHES
+    if not many:
+        reused = F.broadcast(local_frame(rows.sparkSession, few, reused.schema))
     clashes = (
-        union_of(found)
+        ids.join(reused, "message_id")
         .groupBy("message_id")
-        .agg(F.min("_first").alias("_first"), F.max("_taken").alias("_taken"))
+        .agg(F.min("_order").alias("_first"), F.max("_taken").alias("_taken"))
     )
-    duplicate = candidate & (
-        F.coalesce(F.col("_taken"), F.lit(False))
-        | (F.col("_first").isNotNull() & (order != F.col("_first")))
-    )
-    return (
-        rows.join(F.broadcast(clashes), "message_id", "left")
+    if not many:
+        clashes = F.broadcast(local_frame(rows.sparkSession, clashes.collect(), clashes.schema))
+    # an id taken is rejected at every use; an id used twice here, at all but its first
+    duplicate = to_route() & (F.col("_taken") | (order != F.col("_first")))
+    checked = (
+        rows.join(clashes, "message_id", "left")
+        .withColumn("_duplicate", F.coalesce(duplicate, F.lit(False)))
         .withColumn(
             REASON,
             F.when(
-                duplicate,
+                F.col("_duplicate"),
                 F.concat(F.lit("duplicate message_id "), F.col("message_id").cast("string")),
             ).otherwise(F.col(REASON)),
         )
-        .drop("_first", "_taken")
+        .withColumn(ROW_JSON, F.when(F.col("_duplicate"), _row_json()).otherwise(F.col(ROW_JSON)))
+        .select(*rows.columns)
     )
+    return scratch.keep(checked) if many else checked
+
+
+def _reused(ids: DataFrame, taken: DataFrame | None) -> DataFrame:
+    """The batch's ``ids`` (``message_id``) used twice in it or ``taken`` by an earlier
+    batch: ``message_id``, ``_taken``.
+
+    The ids ``taken`` are the join's streamed side and the batch's its hashed one:
+    ``taken`` grows with every batch, and hashed (a shuffled hash join, which cannot spill)
+    its 9M ids of a 10M-message replay overflowed the 2 GiB heap.
+    """
+    found = [
+        ids.groupBy("message_id")
+        .agg(F.count(F.lit(1)).alias("_uses"))
+        .where(F.col("_uses") > 1)
+        .select("message_id", F.lit(False).alias("_taken"))
+    ]
+    if taken is not None:
+        if not broadcasts_by_size(ids.sparkSession):
+            ids = F.broadcast(ids)  # a small batch's, hashed whatever its estimate
+        found.append(
+            taken.select("message_id")
+            .join(ids, "message_id", "left_semi")
+            .distinct()
+            .select("message_id", F.lit(True).alias("_taken"))
+        )
+    return union_of(found).groupBy("message_id").agg(F.max("_taken").alias("_taken"))
 
 
 def _events(rows: DataFrame) -> DataFrame:
