@@ -478,6 +478,14 @@ def progress(output: str) -> dict[str, int]:
     return totals
 
 
+def _route(spark, conf: Path, lake: Lake) -> SimpleNamespace:
+    """``jobs.route --available-now`` over ``lake``: its exit status and output."""
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["--conf", str(conf), "--lake", lake.root, "--available-now"]
+    status = route_job.main(argv, spark=spark, out=out, err=err)
+    return SimpleNamespace(status=status, out=out.getvalue(), err=err.getvalue())
+
+
 @dataclass
 class Corpus:
     lake: Lake
@@ -536,18 +544,9 @@ def corpus(spark, tmp_path_factory) -> Corpus:
     )
     for table, table_rows in tables.items():
         _append_rows(lake, table, table_rows)
-    out, err = io.StringIO(), io.StringIO()
-    status = route_job.main(
-        ["--conf", str(conf), "--lake", lake.root, "--available-now"], spark=spark, out=out, err=err
-    )
-    result.runs.append(
-        SimpleNamespace(
-            status=status,
-            out=out.getvalue(),
-            err=err.getvalue(),
-            rows=sum(len(r) for r in tables.values()),
-        )
-    )
+    run = _route(spark, conf, lake)
+    run.rows = sum(len(r) for r in tables.values())
+    result.runs.append(run)
     return result
 
 
@@ -702,13 +701,8 @@ def _route_twice(spark, workdir: Path) -> Lake:
         )
         if others := [s for s in sends if s["address"] == "a/b"]:
             append(lake.address_table("a/b"), others, schemas.MESSAGE)
-        status = route_job.main(
-            ["--conf", str(conf), "--lake", lake.root, "--available-now"],
-            spark=spark,
-            out=io.StringIO(),
-            err=io.StringIO(),
-        )
-        assert status == 0
+        run = _route(spark, conf, lake)
+        assert run.status == 0, run.err
     return lake
 
 
@@ -750,14 +744,8 @@ def test_an_unescaped_unicode_table_folder_does_not_stop_the_job(spark, tmp_path
     lake = Lake.at(tmp_path / "lake")
     append(lake.address_table("orders"), [_times(message(1, ms=1000))], schemas.MESSAGE)
     append(lake.table("addresses/zürich"), [_times(message(2, "zürich", 2000))], schemas.MESSAGE)
-    out, err = io.StringIO(), io.StringIO()
-    status = route_job.main(
-        ["--conf", str(BROKER), "--lake", lake.root, "--available-now"],
-        spark=spark,
-        out=out,
-        err=err,
-    )
-    assert status == 0, err.getvalue()
+    run = _route(spark, BROKER, lake)
+    assert run.status == 0, run.err
     assert [r["reason"] for r in rows(lake.rejected)] == [
         "address 'zürich' does not belong in table addresses/zürich"
     ]
@@ -924,12 +912,5 @@ def test_an_unknown_routing_type_element_exits_2(spark, tmp_path):
         ),
         encoding="utf-8",
     )
-    lake = Lake.at(tmp_path / "lake")
-    err = io.StringIO()
-    status = route_job.main(
-        ["--conf", str(conf), "--lake", lake.root, "--available-now"],
-        spark=spark,
-        out=io.StringIO(),
-        err=err,
-    )
-    assert status == 2 and "address 'payments'" in err.getvalue(), err.getvalue()
+    run = _route(spark, conf, Lake.at(tmp_path / "lake"))
+    assert run.status == 2 and "address 'payments'" in run.err, run.err
