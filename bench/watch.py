@@ -24,7 +24,7 @@ class QueueWatcher:
     commit is read, the routing job's included: it writes every commit of the table (the
     input stream's view of a table, ``TableFiles``, leaves those out). A watcher that loaded
     and queried the whole table at every 50 ms poll took about a quarter of a core from the
-    job it measured, on two (docs/DESIGN.md).
+    job it measured, on two (docs/PERFORMANCE.md).
     """
 
     location: str

@@ -87,7 +87,7 @@ only. Such a JVM lives seconds to minutes on a few hundred rows, and C2 never pa
 compiling: in a cold ten-message run it kept one of the two cores busy (17 of 43 CPU-s).
 The faults' two local tests took 161 s instead of 248 s, the cluster's five 193 s instead
 of 240 s. Not for the notebooks' kernels, which run longer (141 s against 122 s), nor for
-the job itself: its warm batches run twice as long on C1's code (docs/DESIGN.md)."""
+the job itself: its warm batches run twice as long on C1's code (docs/PERFORMANCE.md)."""
 
 
 def child_env(**extra: str) -> dict[str, str]:

@@ -33,7 +33,7 @@ def test_checkpointed_rows_are_stored_with_kryo_and_read_back_whole(spark):
 
 
 def test_embedded_jvm_keeps_few_malloc_arenas_and_small_thread_buffers(spark):
-    """What keeps a long replay's memory flat (docs/DESIGN.md): glibc's arenas and Java's
+    """What keeps a long replay's memory flat (docs/PERFORMANCE.md): glibc's arenas and Java's
     per-thread temporary buffers otherwise grow with Spark's hundreds of threads."""
     from routing.io.session import EMBEDDED_ENV
 
@@ -43,7 +43,7 @@ def test_embedded_jvm_keeps_few_malloc_arenas_and_small_thread_buffers(spark):
 
 
 def test_tables_are_written_with_int64_timestamps_and_no_dictionaries(spark, tmp_path):
-    """Parquet as the job writes it (docs/DESIGN.md): INT96 timestamps hashed into
+    """Parquet as the job writes it (docs/PERFORMANCE.md): INT96 timestamps hashed into
     dictionaries, and dictionaries most columns outgrow, were much of a big batch's
     Parquet writing."""
     import pyarrow.parquet as pq
@@ -110,7 +110,7 @@ def _collectors(java_options: str) -> set[str]:
 
 def test_every_embedded_job_collects_with_the_parallel_collector():
     """Runs to the end, short runs and continuous jobs alike: on two cores G1's concurrent
-    work costs the batches more than the parallel collector's pauses (docs/DESIGN.md, "A
+    work costs the batches more than the parallel collector's pauses (docs/PERFORMANCE.md, "A
     job collects with the parallel collector")."""
     from routing.io.session import embedded_java_options
 

@@ -108,7 +108,7 @@ class TableLogs:
 
     A continuous job asks a table's version or transactions several times a batch, and its
     input stream asks every trigger: loaded anew, that was 19 loads and 0.24 s of a warm
-    120-row batch (docs/DESIGN.md, "Where a small batch's time goes"). Each answer is the
+    120-row batch (docs/PERFORMANCE.md, "Where a small batch's time goes"). Each answer is the
     latest version's, as a new load's would be.
 
     Meant for one run of one job: a table deleted and created again under the same path is

@@ -72,25 +72,25 @@ EMBEDDED_CONF: dict[str, str] = {
     # Checkpointed rows are stored serialized and every reader deserializes them: Java's
     # serialization took a fifth of a 1M batch's task samples. Kryo, without reference
     # tracking (a row holds no shared references, and tracking reset Kryo's tables for
-    # every row read back): the batch about 5% faster (docs/DESIGN.md).
+    # every row read back): the batch about 5% faster (docs/PERFORMANCE.md).
     "spark.serializer": KRYO,
     "spark.kryo.referenceTracking": "false",
     # The Python workers (the Arrow passes, the breadcrumb UDF) reached over Unix domain
     # sockets, not loopback TCP, where a query that calls Python waits about 35 ms more
     # (Nagle's algorithm against delayed acknowledgements): a warm small batch about 0.9x
-    # (docs/DESIGN.md, "Where a small batch's time goes").
+    # (docs/PERFORMANCE.md, "Where a small batch's time goes").
     "spark.python.unix.domain.socket.enabled": "true",
     "spark.local.dir": os.environ.get("ROUTING_SPARK_LOCAL_DIR", "/tmp/routing-spark"),
     # no Hive metastore or warehouse folder in the working directory
     "spark.sql.catalogImplementation": "in-memory",
     # No Parquet dictionaries: most columns (ids, times, bodies) outgrow a page's
-    # dictionary and fall back to plain values after building it (docs/DESIGN.md).
+    # dictionary and fall back to plain values after building it (docs/PERFORMANCE.md).
     "spark.hadoop.parquet.enable.dictionary": "false",
     # A thread's temporary direct buffer no larger than 256 KiB: Spark's pools keep hundreds
     # of threads, each holding a buffer as large as its largest read or write. The parallel
     # collector, not G1: on two cores G1's concurrent threads and write barriers cost the
     # batches more than the parallel collector's pauses, a continuous job's as well as a
-    # run to the end's (DESIGN.md, "A job collects with the parallel collector").
+    # run to the end's (docs/PERFORMANCE.md, "A job collects with the parallel collector").
     "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG4J} "
     "-XX:-DontCompileHugeMethods -Djdk.nio.maxCachedBufferSize=262144 -XX:+UseParallelGC",
 }
@@ -115,10 +115,10 @@ COMMON_CONF: dict[str, str] = {
     "spark.sql.streaming.noDataMicroBatches.enabled": "false",
     "spark.sql.legacy.allowNonEmptyLocationInCTAS": "false",
     # Parquet timestamps as INT64 microseconds, not the legacy INT96 (12-byte values
-    # hashed into a dictionary page after page; docs/DESIGN.md).
+    # hashed into a dictionary page after page; docs/PERFORMANCE.md).
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     # A micro-batch generates a few hundred classes; with the default 100-entry cache
-    # every batch compiled them all again (about 4 s of a 14 s batch, docs/DESIGN.md).
+    # every batch compiled them all again (about 4 s of a 14 s batch, docs/PERFORMANCE.md).
     "spark.sql.codegen.cache.maxEntries": "4096",
 }
 
@@ -135,7 +135,7 @@ SMALL_BATCH_CONF: dict[str, str] = {
     # no broadcast unless a plan asks for one: a broadcast is a job of its own
     "spark.sql.autoBroadcastJoinThreshold": "-1",
 }
-"""What a small micro-batch runs under (:data:`SMALL_BATCH_ROWS`; docs/DESIGN.md, "Where a
+"""What a small micro-batch runs under (:data:`SMALL_BATCH_ROWS`; docs/PERFORMANCE.md, "Where a
 small batch's time goes").
 
 - Expressions evaluated, not compiled. Even with every class in the codegen cache, each
@@ -148,10 +148,10 @@ small batch's time goes").
   still shuffles (the input files, explicit repartitions) runs one task, not four.
 - No adaptive execution. It runs each shuffle and broadcast stage of a query as a job of
   its own and plans the rest again after each; with one partition there is nothing left
-  for it to coalesce or re-plan. A warm 120-row batch 0.9x (docs/DESIGN.md).
+  for it to coalesce or re-plan. A warm 120-row batch 0.9x (docs/PERFORMANCE.md).
 - No broadcast by size, only by a plan's hint. A broadcast is a job of its own before the
   query's: the one-row frames of a batch's values were two such jobs a batch, and now
-  join in the query's own job (docs/DESIGN.md).
+  join in the query's own job (docs/PERFORMANCE.md).
 """
 
 SMALL_BATCH_ROWS = 10_000
@@ -182,7 +182,7 @@ class StaticMembers:
     is a round trip for ``functions``, one for ``col``, then the call. A short name is
     worse: the JVM first tries it as a class of the default package, then under each
     package PySpark imported, and each miss searches every jar and throws. A warm
-    ten-message batch read these names about 7,000 times (docs/DESIGN.md).
+    ten-message batch read these names about 7,000 times (docs/PERFORMANCE.md).
     """
 
     def __init__(self, java_class: JavaClass) -> None:
@@ -240,7 +240,7 @@ SHORT_RUN_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 """The JIT of a short-lived JVM: C1 only. Java keeps no compiled code between runs, and
 C2's thread spends a core for most of a short run compiling Spark's hot methods for a
 batch that is over before the code pays back: the ten-message lake 0.88x the wall. A
-long-running job keeps C2: C1's code is slower for good (docs/DESIGN.md, "Where the
+long-running job keeps C2: C1's code is slower for good (docs/PERFORMANCE.md, "Where the
 ten-message lake's time goes")."""
 
 

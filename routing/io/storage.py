@@ -102,7 +102,7 @@ CHECKPOINT_INTERVAL = 100
 default is 10). The job commits each of its tables once a batch, so at 10 a continuous job
 wrote a checkpoint of each every ten batches, and the batches beside them ran about 0.8 s
 longer (:class:`LogCheckpoints`). A reader that loads a table anew replays the commits since
-its last checkpoint: up to 99 small files, some tens of milliseconds (docs/DESIGN.md)."""
+its last checkpoint: up to 99 small files, some tens of milliseconds (docs/PERFORMANCE.md)."""
 
 STATISTICS_COLUMNS: Mapping[str, tuple[str, ...]] = {
     layout.ADDRESSES: ("message_id", "sent_at"),
@@ -119,7 +119,7 @@ is the first 32 columns; every file still records its row count). Collecting the
 Delta append's own aggregate: about a quarter of a 1M-row append, 40 ms of a 200-row one,
 mostly for bounds that skip nothing, since every batch's files hold every address, queue
 and outcome. Ids and times grow with the batches, so their bounds do skip files, and the
-input stream cuts its batches by the event time's (docs/DESIGN.md)."""
+input stream cuts its batches by the event time's (docs/PERFORMANCE.md)."""
 
 
 def statistics_columns(table: str) -> tuple[str, ...] | None:
@@ -872,7 +872,7 @@ class DeltaStorage:
         A commit that created the table (version 0, up to :data:`KEPT_PRODUCER_IDS` ids)
         holds every id there is: they are carried as the table read once, so the next batch
         does not read back what this one wrote (in a fresh job, Delta's first read of the
-        table: 1.5 s of the second batch, docs/DESIGN.md)."""
+        table: 1.5 s of the second batch, docs/PERFORMANCE.md)."""
         ids, handed_scratch = handed if handed is not None else (None, Scratch())
         try:
             carried = self._ids

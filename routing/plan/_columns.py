@@ -27,7 +27,7 @@ def local_frame(
 
     ``spark.createDataFrame`` on a list sends the rows through a Python worker, and
     every query that reads such a frame runs a stage of Python tasks for it (0.1 to
-    0.3 s each, several a small batch: docs/DESIGN.md). From an Arrow table Spark keeps
+    0.3 s each, several a small batch: docs/PERFORMANCE.md). From an Arrow table Spark keeps
     a small frame in the plan. The values stay data, not literals compiled into code.
 
     Example::
@@ -134,9 +134,9 @@ def tagged_union(frames: list[DataFrame]) -> DataFrame:
     """The rows of every frame, by name; a column a frame lacks is null, or an empty map.
 
     A writer keeps each table's own columns, so the filler is never written; it is an
-    empty map because Spark's Arrow conversion crawls over null maps: rows reached a Python
-    writer ten times slower when a journal row carried a null ``properties`` and a message
-    row a null ``detail`` (docs/DESIGN.md).
+    empty map because Spark's Arrow conversion crawls over null maps: rows reached the
+    Python writer the job once had ten times slower when a journal row carried a null
+    ``properties`` and a message row a null ``detail``.
     """
     types: dict[str, DataType] = {}
     for frame in frames:
