@@ -34,7 +34,7 @@ from routing.broker.state import JobState
 from routing.io.lake import Lake
 from routing.io.storage import DeltaStorage
 from routing.plan.batch import BatchResult
-from routing.plan.engine import run_batch
+from routing.plan.engine import _asked_under, _holds, run_batch
 from routing.plan.router import Router
 from routing.plan.scratch import Scratch
 from tests.lakeio import at, rows
@@ -226,6 +226,17 @@ def test_a_plan_that_saw_each_queue_when_it_existed_holds_at_once(spark):
                 state("DLQ.audit.all", copy, "ACKED", 1, 9, 10),
             ],
         )
+
+
+def test_the_holds_check_reads_only_decisions_made_under_other_moments(spark):
+    """A routing pass or a fold of a later round saw the moments the batch ends with: its
+    decisions cannot change under them, and the check does not read its frame (here a
+    frame with a row, which the check would take for a changed decision)."""
+    final = {"DLQ.audit.all": (micros(9), 2)}
+    changed = spark.range(1)
+    assert _holds([_asked_under(dict(final), lambda moments: changed)], final)
+    assert not _holds([_asked_under({}, lambda moments: changed)], final)
+    assert not _holds([_asked_under({"DLQ.audit.all": (micros(9), 3)}, lambda m: changed)], final)
 
 
 def test_events_naming_a_queue_the_batch_never_creates_are_rejected_in_one_plan(spark):

@@ -279,8 +279,8 @@ def _plan_batch(
         exists = _or_named(exists, expected)
     classified = classify(events, topology.queues, scratch, taken, exists)
     # each decision that asked whether an auto-created queue existed: final moments ->
-    # the rows that would have been answered otherwise
-    asked: list[Callable[[Created], DataFrame]] = [
+    # the rows that would have been answered otherwise (None: none, known without a read)
+    asked: list[Callable[[Created], DataFrame | None]] = [
         lambda final: classified.where(queues_seen_differently(exists, exists_under(final)))
     ]
     facts = classified.agg(
@@ -334,7 +334,7 @@ def _plan_batch(
     while True:
         rounds += 1
         routed = router.route(entering, positions, scratch, known, fresh=True)
-        asked += [_routes_asked(router, decided) for decided in routed.decided]
+        asked += [_asked_under(known, _routes_asked(router, d)) for d in routed.decided]
         positions = routed.positions
         journals += routed.journal
         rejected += routed.rejected
@@ -370,7 +370,7 @@ def _plan_batch(
         folded = fold(
             round_events, fold_state(in_play), fold_facts, queue_addresses, scratch, retry_target
         )
-        asked.append(_endings_asked(topology, folded.decided, retry_target))
+        asked.append(_asked_under(known, _endings_asked(topology, folded.decided, retry_target)))
         updated.append(folded.updated)
         journals.append(folded.journal)
         rejected.append(folded.rejected)
@@ -474,10 +474,22 @@ def _expiring(in_play: DataFrame, clock_values: DataFrame) -> bool:
     return not expiries(in_play, clock_values).isEmpty()
 
 
-def _holds(asked: list[Callable[[Created], DataFrame]], created: Created) -> bool:
+def _holds(asked: list[Callable[[Created], DataFrame | None]], created: Created) -> bool:
     """No decision of a plan would change under the creation moments ``created`` (one
-    action over the checkpointed frames the decisions were made on)."""
-    return union_of([a(created).select(F.lit(1).alias("_changes")) for a in asked]).isEmpty()
+    action over the checkpointed frames the decisions were made on, of those that may)."""
+    frames = [a(created) for a in asked]
+    changes = union_all([f.select(F.lit(1).alias("_changes")) for f in frames if f is not None])
+    return changes is None or changes.isEmpty()
+
+
+def _asked_under(
+    seen: Created, changed: Callable[[Created], DataFrame]
+) -> Callable[[Created], DataFrame | None]:
+    """``changed`` for decisions made under the creation moments ``seen``: under those same
+    moments none of them changes, so their frame is not read (None). A batch's later
+    rounds usually saw the moments it ends with."""
+    seen = dict(seen)
+    return lambda final: None if dict(final) == seen else changed(final)
 
 
 def _or_named(
