@@ -233,10 +233,13 @@ def test_the_holds_check_reads_only_decisions_made_under_other_moments(spark):
     decisions cannot change under them, and the check does not read its frame (here a
     frame with a row, which the check would take for a changed decision)."""
     final = {"DLQ.audit.all": (micros(9), 2)}
-    changed = spark.range(1)
-    assert _holds([_asked_under(dict(final), lambda moments: changed)], final)
-    assert not _holds([_asked_under({}, lambda moments: changed)], final)
-    assert not _holds([_asked_under({"DLQ.audit.all": (micros(9), 3)}, lambda m: changed)], final)
+
+    def changed(moments: dict) -> DataFrame:
+        return spark.range(1)
+
+    assert _holds([_asked_under(dict(final), changed)], final)
+    assert not _holds([_asked_under({}, changed)], final)
+    assert not _holds([_asked_under({"DLQ.audit.all": (micros(9), 3)}, changed)], final)
 
 
 def test_events_naming_a_queue_the_batch_never_creates_are_rejected_in_one_plan(spark):
