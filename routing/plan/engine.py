@@ -278,11 +278,6 @@ def _plan_batch(
     if expected:
         exists = _or_named(exists, expected)
     classified = classify(events, topology.queues, scratch, taken, exists)
-    # each decision that asked whether an auto-created queue existed: final moments ->
-    # the rows that would have been answered otherwise (None: none, known without a read)
-    asked: list[Callable[[Created], DataFrame | None]] = [
-        lambda final: classified.where(queues_seen_differently(exists, exists_under(final)))
-    ]
     facts = classified.agg(
         F.max(F.unix_micros(F.coalesce("sent_at", "at"))).alias("latest"),
         F.collect_set(F.when(F.col("source") == MANAGEMENT, F.col("filter"))).alias("filters"),
@@ -303,6 +298,16 @@ def _plan_batch(
     ).collect()[0]  # an aggregate without groups: exactly one row
     if not facts.expecting:
         expected = []  # no event named a queue it expected: the plan assumed ``assumed``
+
+    def events_asked(final: Created) -> DataFrame:
+        return classified.where(queues_seen_differently(exists, exists_under(final)))
+
+    # each decision that asked whether an auto-created queue existed: final moments ->
+    # the rows that would have been answered otherwise (None: none, known without a read);
+    # the events saw ``assumed``, unless they expected more
+    asked: list[Callable[[Created], DataFrame | None]] = [
+        events_asked if expected else _asked_under(assumed, events_asked)
+    ]
     # the lake clock (SPEC §5.4): latest event time seen, or --as-of if later; never back
     times = [t for t in (state.clock, facts.latest, as_of) if t is not None]
     clock = max(times) if times else None
@@ -415,8 +420,8 @@ def _plan_batch(
     # every unmatched row is an event: a batch without events leaves none
     no_such_message = map(_no_such_message, unmatched) if facts.events else ()
     rejections = union_all([input_rejected, *rejected, *no_such_message])
-    # when the plan finds what it assumed it holds, unless the events expected more
-    holds = (created == assumed and not expected) or _holds(asked, created)
+    # a plan that finds what it assumed holds without a read
+    holds = _holds(asked, created)
 
     # the rows written: every entry, and each PENDING row of an earlier batch that changed
     queue_rows = union_all(entries)
