@@ -35,7 +35,7 @@ from routing.io.lake import Lake
 from routing.io.storage import DeltaStorage
 from routing.plan.batch import BatchResult
 from routing.plan.engine import _asked_under, _holds, run_batch
-from routing.plan.router import Router
+from routing.plan.router import Decided, Router
 from routing.plan.scratch import Scratch
 from tests.lakeio import at, rows
 from tests.test_delivery_rules import STATE, STATE_DDL, assert_same_tables, route_events, state
@@ -240,6 +240,18 @@ def test_the_holds_check_reads_only_decisions_made_under_other_moments(spark):
     assert _holds([_asked_under(dict(final), changed)], final)
     assert not _holds([_asked_under({}, changed)], final)
     assert not _holds([_asked_under({"DLQ.audit.all": (micros(9), 3)}, changed)], final)
+
+
+def test_a_routing_pass_asks_only_where_its_rows_can_be(spark):
+    """A pass whose rows cannot be at an address with an auto-created multicast queue (here
+    ``audit.all``, when ``DLQ.audit.all`` is on ``DLA``) would route no row differently
+    under any moments: the check has no frame of it to read."""
+    router = Router(topology_of(XML))
+    final = {"DLQ.audit.all": (micros(9), 2)}
+    rows = spark.range(1)  # the pass's rows: never read here
+    assert router.bindings_seen_differently(final, Decided(rows, frozenset({"audit.all"}))) is None
+    assert router.bindings_seen_differently(final, Decided(rows, frozenset({"DLA"}))) is not None
+    assert router.bindings_seen_differently(final, Decided(rows, None)) is not None
 
 
 def test_events_naming_a_queue_the_batch_never_creates_are_rejected_in_one_plan(spark):

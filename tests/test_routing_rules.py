@@ -971,16 +971,37 @@ PLANNED_XML = """
         (Q_XML, [message(1, "q")], [], {"copies", "rejected"}, [], []),
         # a divert and a no-route dead letter make copies; producer rows reject nothing
         (PLANNED_XML, [message(1, "tapped"), message(2, "lost")], [], {"rejected"}, [1, 2], []),
+        # no row is where a divert or a no-route dead-letter address is
+        (PLANNED_XML, [message(1, "plain")], [], {"copies", "rejected"}, [], []),
         # an event may name no message
-        (PLANNED_XML, [message(1, "plain")], [delivery("plain.q", 7, "ACK", 1)], set(), [], [7]),
+        (
+            PLANNED_XML,
+            [message(1, "plain")],
+            [delivery("plain.q", 7, "ACK", 1)],
+            {"copies"},
+            [],
+            [7],
+        ),
+        # no message: nothing is routed, no producer id taken
+        (PLANNED_XML, [], [delivery("plain.q", 7, "ACK", 1)], {"copies", "producer_ids"}, [], [7]),
+        # no message routed and no event: nothing to journal either
+        (
+            PLANNED_XML,
+            [message(1, "plain", routing_type="SIDEWAYS")],
+            [],
+            {"copies", "journal", "producer_ids"},
+            [],
+            [1],
+        ),
     ],
 )
 def test_a_batch_plans_only_the_outputs_it_can_make(
     spark, xml, messages, deliveries, known_empty, copied, rejected
 ):
-    """The copies and rejected rows a batch cannot make are known as it is planned (no
-    divert or dead-letter edge where its rows are, no event, no row refused): their frames
-    are empty, and the job's write leaves them out rather than computing them."""
+    """The copies, rejected rows, journal rows and producer ids a batch cannot make are
+    known as it is planned (no divert or dead-letter edge where its rows are, no event, no
+    row refused, no message): their frames are empty, and the job's write leaves them out
+    rather than computing them."""
     topology = topology_of(f"<addresses>{xml}</addresses>" if xml is Q_XML else xml)
     scratch = Scratch()
     try:
@@ -998,5 +1019,7 @@ def test_a_batch_plans_only_the_outputs_it_can_make(
         assert result.known_empty == known_empty
         assert sorted(r.parent for r in parents.collect()) == copied
         assert [json.loads(r.row)["message_id"] for r in result.rejected.collect()] == rejected
+        assert result.routed.isEmpty() == ("producer_ids" in known_empty)
+        assert "journal" not in known_empty or result.journal.isEmpty()
     finally:
         scratch.release()

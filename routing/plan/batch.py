@@ -35,9 +35,10 @@ class BatchResult:
     folded: bool = False
     created: dict[str, tuple[int, int]] = field(default_factory=dict)  # JobState.created after
     attempts: int = 1  # plans of the batch (more than one when it created a queue)
-    # the outputs ("copies", "rejected") the plan makes none of, known as it was planned
-    # (no divert or dead-letter edge, no refused row, no event, no chain cut): their
-    # frames are empty local ones, which no write needs to read
+    # the outputs ("copies", "rejected", "journal", "producer_ids") the plan makes none
+    # of, known as it was planned (no divert or dead-letter edge where its rows are, no
+    # refused row, no event, no chain cut, no message to route): their frames are empty
+    # local ones, which no write needs to read
     known_empty: frozenset[str] = frozenset()
 
 

@@ -72,7 +72,7 @@ from routing.plan.inputs import (
     split,
     to_route,
 )
-from routing.plan.router import RANK, Router
+from routing.plan.router import RANK, Decided, Router
 from routing.plan.scratch import Scratch
 from routing.plan.turns import positions_frame
 
@@ -338,7 +338,10 @@ def _plan_batch(
     rounds = 0
     while True:
         rounds += 1
-        routed = router.route(entering, positions, scratch, known, fresh=True)
+        # round 1's messages are at the addresses the facts name; later rounds' copies
+        # anywhere their moves sent them
+        at = facts.addresses if rounds == 1 else None
+        routed = router.route(entering, positions, scratch, known, fresh=True, at=at)
         asked += [_asked_under(known, _routes_asked(router, d)) for d in routed.decided]
         positions = routed.positions
         journals += routed.journal
@@ -434,9 +437,10 @@ def _plan_batch(
     elif queue_rows is None:  # nothing routed, nothing changed
         queue_rows = old.limit(0)
     copied = union_all(copies)
+    journaled = union_all(journals)
     return BatchResult(
         queue_rows=queue_rows,
-        journal=union_of(journals),
+        journal=journaled if journaled is not None else _none_of(spark, schemas.JOURNAL),
         rejected=rejections if rejections is not None else _none_of(spark, schemas.REJECTED),
         copies=copied if copied is not None else _none_of(spark, schemas.MESSAGE),
         clock=clock,
@@ -450,7 +454,12 @@ def _plan_batch(
         created=created,
         known_empty=frozenset(
             name
-            for name, frames in (("copies", copied), ("rejected", rejections))
+            for name, frames in (
+                ("copies", copied),
+                ("rejected", rejections),
+                ("journal", journaled),
+                ("producer_ids", inputs.messages if facts.routed else None),
+            )
             if frames is None
         ),
     ), holds
@@ -488,7 +497,7 @@ def _holds(asked: list[Callable[[Created], DataFrame | None]], created: Created)
 
 
 def _asked_under(
-    seen: Created, changed: Callable[[Created], DataFrame]
+    seen: Created, changed: Callable[[Created], DataFrame | None]
 ) -> Callable[[Created], DataFrame | None]:
     """``changed`` for decisions made under the creation moments ``seen``: under those same
     moments none of them changes, so their frame is not read (None). A batch's later
@@ -504,10 +513,16 @@ def _or_named(
     return lambda name, at, rank: exists(name, at, rank) | name.isin(*names)
 
 
-def _routes_asked(router: Router, decided: DataFrame) -> Callable[[Created], DataFrame]:
+def _routes_asked(router: Router, decided: Decided) -> Callable[[Created], DataFrame | None]:
     """A routing pass's decisions (:attr:`routing.plan.router.Routed.decided`): final
-    moments -> the rows whose queues they would change."""
-    return lambda final: decided.where(router.bindings_seen_differently(final))
+    moments -> the rows whose queues they would change (None: none can, at the addresses
+    its rows are at)."""
+
+    def changed(final: Created) -> DataFrame | None:
+        differ = router.bindings_seen_differently(final, decided)
+        return None if differ is None else decided.rows.where(differ)
+
+    return changed
 
 
 def _endings_asked(

@@ -97,6 +97,14 @@ class TurnGroup:
     anycast: bool
 
 
+@dataclass(frozen=True)
+class Decided:
+    """A pass's rows with its decisions made (with auto-created queues in the topology)."""
+
+    rows: DataFrame
+    at: frozenset[str] | None  # the addresses the rows can be at (None: any)
+
+
 @dataclass
 class Routed:
     """What routing some rows produced (all passes)."""
@@ -106,8 +114,7 @@ class Routed:
     journal: list[DataFrame] = field(default_factory=list)
     rejected: list[DataFrame] = field(default_factory=list)
     copies: list[DataFrame] = field(default_factory=list)  # rows to append to address tables
-    decided: list[DataFrame] = field(default_factory=list)  # each pass's rows, decisions made
-    passes: int = 0
+    decided: list[Decided] = field(default_factory=list)  # each pass's, with auto-created queues
 
 
 class Router:
@@ -345,12 +352,15 @@ class Router:
             .otherwise(case_of(F.col("address"), by_address, empty))
         )
 
-    def bindings_seen_differently(self, created: Created) -> Column:
+    def bindings_seen_differently(self, created: Created, decided: Decided) -> Column | None:
         """The rows of a pass (:attr:`Routed.decided`) that would enter an auto-created
         queue or not differently had it been created at the moment ``created`` says (not
-        at all: not in it): the rows whose routing those moments would change."""
-        differ = F.lit(False)
+        at all: not in it): the rows whose routing those moments would change. None: no
+        row can, as none is at an address with an auto-created multicast queue."""
+        differ = None
         for address in self.topology.routed_addresses:
+            if decided.at is not None and address not in decided.at:
+                continue
             for queue in self.topology.queues_on(address):
                 if queue.name not in self._auto or queue.routing_type != MULTICAST:
                     continue
@@ -365,7 +375,8 @@ class Router:
                     & ~F.col(_EXCLUSIVE)
                     & self._multicast_offer(queue)
                 )
-                differ = differ | (offered & (saw != would))
+                changes = offered & (saw != would)
+                differ = changes if differ is None else differ | changes
         return differ
 
     def _multicast_offer(self, queue: Queue) -> Column:
@@ -436,6 +447,7 @@ class Router:
         created: Created | None = None,
         *,
         fresh: bool = False,
+        at: Collection[str] | None = None,
     ) -> Routed:
         """Route ``rows`` (message columns + :data:`INTERNAL`) and every copy they lead to.
 
@@ -449,13 +461,19 @@ class Router:
             rows (rank 0).
         :param fresh: the rows enter routing here (:func:`entering`: no divert hop yet), so
             the passes before :data:`MAX_HOPS` cut no divert chain.
+        :param at: the addresses the rows can be at (None: any), when the caller knows them
+            (a batch's facts do): the passes then plan no turns, copies or passes that no
+            row can need, and none at all for no address.
         """
         result = Routed(positions=positions)
+        # where this pass's rows can be (None: anywhere)
+        at = None if at is None else frozenset(at)
+        if at is not None and not at:
+            return result  # no row to route
         current = rows
         since = self._creation_times(created or {})
         if since and RANK not in current.columns:
             current = current.withColumn(RANK, F.lit(MESSAGE_RANK))
-        at: frozenset[str] | None = None  # where this pass's rows can be (None: anywhere)
         number = 0
         while True:
             for _ in range(CHUNK if self.passes is None else self.passes):
@@ -515,7 +533,7 @@ class Router:
         if copies:
             result.copies.append((decided if kept is None else kept).select(*self._made))
         if since:
-            result.decided.append(decided)
+            result.decided.append(Decided(decided, at))
 
         entries = (
             decided.where(F.size(_QUEUES) > 0)
