@@ -35,7 +35,7 @@ from routing.io.lake import Lake
 from routing.io.storage import DeltaStorage
 from routing.plan.batch import BatchResult
 from routing.plan.engine import _asked_under, _holds, run_batch
-from routing.plan.router import Decided, Router
+from routing.plan.router import Router
 from routing.plan.scratch import Scratch
 from tests.lakeio import at, rows
 from tests.test_delivery_rules import STATE, STATE_DDL, assert_same_tables, route_events, state
@@ -248,10 +248,9 @@ def test_a_routing_pass_asks_only_where_its_rows_can_be(spark):
     under any moments: the check has no frame of it to read."""
     router = Router(topology_of(XML))
     final = {"DLQ.audit.all": (micros(9), 2)}
-    rows = spark.range(1)  # the pass's rows: never read here
-    assert router.bindings_seen_differently(final, Decided(rows, frozenset({"audit.all"}))) is None
-    assert router.bindings_seen_differently(final, Decided(rows, frozenset({"DLA"}))) is not None
-    assert router.bindings_seen_differently(final, Decided(rows, None)) is not None
+    assert router.bindings_seen_differently(final, {"audit.all"}) is None
+    assert router.bindings_seen_differently(final, {"DLA"}) is not None
+    assert router.bindings_seen_differently(final) is not None
 
 
 def test_events_naming_a_queue_the_batch_never_creates_are_rejected_in_one_plan(spark):

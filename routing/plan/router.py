@@ -352,14 +352,17 @@ class Router:
             .otherwise(case_of(F.col("address"), by_address, empty))
         )
 
-    def bindings_seen_differently(self, created: Created, decided: Decided) -> Column | None:
+    def bindings_seen_differently(
+        self, created: Created, at: Collection[str] | None = None
+    ) -> Column | None:
         """The rows of a pass (:attr:`Routed.decided`) that would enter an auto-created
         queue or not differently had it been created at the moment ``created`` says (not
         at all: not in it): the rows whose routing those moments would change. None: no
-        row can, as none is at an address with an auto-created multicast queue."""
+        row can, as none is at an address with an auto-created multicast queue (the
+        pass's rows are at ``at``; None: anywhere)."""
         differ = None
         for address in self.topology.routed_addresses:
-            if decided.at is not None and address not in decided.at:
+            if at is not None and address not in at:
                 continue
             for queue in self.topology.queues_on(address):
                 if queue.name not in self._auto or queue.routing_type != MULTICAST:
