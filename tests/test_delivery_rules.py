@@ -779,3 +779,55 @@ EXPIRY_SETTINGS_XML = """
   <address name="tapped"><anycast><queue name="tapped.q"/></anycast></address>
 </addresses>
 """
+
+
+ROUNDS_XML = """
+<address-settings>
+  <address-setting match="basic"><dead-letter-address>DLA</dead-letter-address>
+    <max-delivery-attempts>1</max-delivery-attempts>{auto}</address-setting>
+</address-settings>
+<diverts>
+  <divert name="tap"><address>tapped</address><forwarding-address>basic</forwarding-address></divert>
+</diverts>
+<addresses>
+  <address name="basic"><anycast><queue name="basic.q"/></anycast></address>
+  <address name="tapped"><anycast><queue name="tapped.q"/></anycast></address>
+  <address name="DLA"><multicast><queue name="DLA.all"/></multicast></address>
+</addresses>
+"""
+AUTO_DLQ = "<auto-create-dead-letter-resources>true</auto-create-dead-letter-resources>"
+
+
+@pytest.mark.parametrize("auto", ["", AUTO_DLQ], ids=["configured-queues", "auto-created-dlq"])
+def test_each_round_routes_where_its_rows_are(spark, monkeypatch, auto):
+    """Round 1 routes the messages at the addresses they were sent to, round 2 the dead-letter
+    copy at the dead-letter address: the action that finds a round's copies (and the queues
+    their moves create) says where they are, so round 2 plans no turn, divert copy or later
+    pass for ``tapped``, where no copy can be."""
+    given: list[frozenset[str] | None] = []
+    route = Router.route
+
+    def spy(self: Router, *args: Any, at: Any = None, **kwargs: Any):
+        given.append(None if at is None else frozenset(at))
+        return route(self, *args, at=at, **kwargs)
+
+    monkeypatch.setattr(Router, "route", spy)
+    topology = topology_of(ROUNDS_XML.format(auto=auto))
+    scratch = Scratch()
+    try:
+        result = run_batch(
+            batch_events(spark, [tagged(1, "basic")], rollbacks("basic.q", 1, [100])),
+            no_pending(spark),
+            JobState(),
+            topology,
+            Router(topology),
+            scratch,
+        )
+        statuses = sorted((r.queue, r.status) for r in result.queue_rows.collect())
+    finally:
+        scratch.release()
+
+    assert given == [frozenset({"basic"}), frozenset({"DLA"})]
+    created = [("DLQ.basic", "PENDING")] if auto else []
+    assert statuses == sorted([("DLA.all", "PENDING"), ("basic.q", "DEAD_LETTERED"), *created])
+    assert list(result.created) == (["DLQ.basic"] if auto else [])

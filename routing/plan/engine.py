@@ -162,9 +162,9 @@ def run_batch(
     pending_expirations: Expirations | None = None,
 ) -> BatchResult:
     """Plan one micro-batch: checkpoints at each routing pass and each round's fold,
-    one action for the batch's clock and filters, one emptiness check per round (with
-    auto-created queues in the topology, the same action also collects the queues the
-    round's dead letters and expiries created).
+    one action for the batch's clock and filters, one action per round collecting the
+    addresses its copies are at, where the next round routes (with auto-created queues
+    in the topology, also the queues the round's dead letters and expiries created).
 
     A batch that creates an auto-created queue (or finds it created earlier than the
     state says) is planned again, assuming the moments it found, until it finds what it
@@ -335,12 +335,12 @@ def _plan_batch(
     # whether a message in round 1's play may expire by the clock, known without an action
     may_expire = _may_expire(clock, facts, router, pending_expirations)
     entering = inputs.messages
+    # where the rows entering a round are: round 1's messages where the facts say, a later
+    # round's copies where the moves before it sent them (the action that finds them says)
+    at = frozenset(facts.addresses)
     rounds = 0
     while True:
         rounds += 1
-        # round 1's messages are at the addresses the facts name; later rounds' copies
-        # anywhere their moves sent them
-        at = facts.addresses if rounds == 1 else None
         routed = router.route(entering, positions, scratch, known, fresh=True, at=at)
         asked += [_asked_under(known, _routes_asked(router, d)) for d in routed.decided]
         positions = routed.positions
@@ -386,20 +386,23 @@ def _plan_batch(
         waiting = folded.unmatched.where(F.col("message_id") >= COPY_ID_BASE)
         unmatched.append(folded.unmatched.where(F.col("message_id") < COPY_ID_BASE))
         entering = scratch.keep(copies_of(folded.moves, in_play, router.source_of))
-        if not topology.auto_queues:
-            if entering.isEmpty():
-                break
-            continue
-        # one action: whether there are copies, and the queues their moves created
-        made = (
-            entering.groupBy(created_queue(topology).alias("queue"))
-            .agg(F.min(F.struct(F.unix_micros("sent_at").alias("at"), RANK)).alias("first"))
-            .collect()
-        )
+        # one action: the addresses the copies are at (none: no copy), and the queues
+        # their moves created
+        if topology.auto_queues:
+            made = (
+                entering.groupBy("address", created_queue(topology).alias("queue"))
+                .agg(F.min(F.struct(F.unix_micros("sent_at").alias("at"), RANK)).alias("first"))
+                .collect()
+            )
+            found += [
+                (r.queue, (r.first["at"], r.first[RANK])) for r in made if r.queue is not None
+            ]
+            known = created_moments(known, found)
+        else:
+            made = entering.select("address").distinct().collect()
         if not made:
             break
-        found += [(r.queue, (r.first["at"], r.first[RANK])) for r in made if r.queue is not None]
-        known = created_moments(known, found)
+        at = frozenset(r.address for r in made)
     unmatched.append(waiting)
     created = created_moments(state.created, found)
     # a batch whose rows all passed classify's checks, and whose filters all parse, rejects
