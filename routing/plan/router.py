@@ -465,8 +465,9 @@ class Router:
         :param fresh: the rows enter routing here (:func:`entering`: no divert hop yet), so
             the passes before :data:`MAX_HOPS` cut no divert chain.
         :param at: the addresses the rows can be at (None: any), when the caller knows them
-            (a batch's facts do): the passes then plan no turns, copies or passes that no
-            row can need, and none at all for no address.
+            (a batch's facts do for its messages, the action that ends a round for the
+            copies it made): the passes then plan no turns, copies or passes that no row
+            can need, and none at all for no address.
         """
         result = Routed(positions=positions)
         # where this pass's rows can be (None: anywhere)
