@@ -665,6 +665,27 @@ def test_a_small_batch_in_one_partition_gives_the_tables_of_a_partitioned_one(
     assert (most_files(small), most_files(partitioned) > 1) == (1, True)
 
 
+def test_changes_to_earlier_rows_apply_the_same_shuffled_as_broadcast(spark, tmp_path, monkeypatch):
+    """A batch of more than ``engine.BROADCAST_CHANGES`` input rows joins the fold's changes
+    to the queue rows by a shuffle of both; a smaller one broadcasts the changes. One event
+    a batch, each changing a row of an earlier batch, every change joined by a shuffle: the
+    tables of the whole input in one batch, as one event a batch with the changes broadcast
+    gives (``test_one_batch_or_one_event_per_batch_gives_the_same_tables``)."""
+    whole, _ = run_job(tmp_path / "whole", spark)
+    joins: list[bool] = []
+    apply_changes = engine.apply_changes
+
+    def spy(rows: DataFrame, changed: DataFrame, *, broadcast: bool) -> DataFrame:
+        joins.append(broadcast)
+        return apply_changes(rows, changed, broadcast=broadcast)
+
+    monkeypatch.setattr(engine, "apply_changes", spy)
+    monkeypatch.setattr(engine, "BROADCAST_CHANGES", -1)  # every batch is a large one
+    shuffled, _ = run_job(tmp_path / "shuffled", spark, "--max-events-per-trigger", "1")
+    assert joins and not any(joins)
+    assert_same_tables(spark, shuffled, whole, {"orders", "taps", "DLA", "EXP"})
+
+
 TAP_XML = """
 <diverts>
   <divert name="tap"><address>orders</address><forwarding-address>taps</forwarding-address></divert>

@@ -278,24 +278,7 @@ def _plan_batch(
     if expected:
         exists = _or_named(exists, expected)
     classified = classify(events, topology.queues, scratch, taken, exists)
-    facts = classified.agg(
-        F.max(F.unix_micros(F.coalesce("sent_at", "at"))).alias("latest"),
-        F.collect_set(F.when(F.col("source") == MANAGEMENT, F.col("filter"))).alias("filters"),
-        F.count(F.lit(1)).alias("rows"),
-        F.count_if(F.col(OWN)).alias("own_copies"),
-        F.count_if(to_route()).alias("routed"),
-        earliest_expiration(to_route()).alias("earliest_expiration"),
-        F.collect_set(F.when(to_route(), F.col("address"))).alias("addresses"),
-        F.count_if(~is_message_row()).alias("events"),
-        F.count_if(~is_message_row() & (F.col("message_id") >= COPY_ID_BASE)).alias("copy_events"),
-        F.count_if((F.col("source") == MANAGEMENT) & F.col("message_id").isNull()).alias(
-            "filter_ops"
-        ),
-        F.count_if(F.col(REASON).isNotNull()).alias("refused"),
-        F.count_if(
-            ~is_message_row() & (F.col("queue").isin(*expected) | F.col("to_queue").isin(*expected))
-        ).alias("expecting"),
-    ).collect()[0]  # an aggregate without groups: exactly one row
+    facts = batch_facts(classified, expected)
     if not facts.expecting:
         expected = []  # no event named a queue it expected: the plan assumed ``assumed``
 
@@ -429,16 +412,7 @@ def _plan_batch(
     # a plan that finds what it assumed holds without a read
     holds = _holds(asked, created)
 
-    # the rows written: every entry, and each PENDING row of an earlier batch that changed
-    queue_rows = union_all(entries)
-    if updated:
-        changed = union_of(updated)
-        broadcast = facts.rows <= BROADCAST_CHANGES
-        keys = changed.select(*KEY)
-        touched = old.join(F.broadcast(keys) if broadcast else keys, list(KEY), "left_semi")
-        queue_rows = apply_changes(union_of([queue_rows, touched]), changed, broadcast=broadcast)
-    elif queue_rows is None:  # nothing routed, nothing changed
-        queue_rows = old.limit(0)
+    queue_rows = rows_written(entries, updated, old, broadcast=facts.rows <= BROADCAST_CHANGES)
     copied = union_all(copies)
     journaled = union_all(journals)
     return BatchResult(
@@ -466,6 +440,55 @@ def _plan_batch(
             if frames is None
         ),
     ), holds
+
+
+def batch_facts(classified: DataFrame, expected: list[str]) -> Row:
+    """What the plan needs to know of the batch's classified rows before it plans (one
+    action): the latest event time, the operators' filters, the counts that say which
+    reads can find nothing, and the addresses the batch's messages are at.
+
+    :param expected: auto-created queues the events may name before the plan knows them
+        (``expecting`` counts the events that do).
+    """
+    return classified.agg(
+        F.max(F.unix_micros(F.coalesce("sent_at", "at"))).alias("latest"),
+        F.collect_set(F.when(F.col("source") == MANAGEMENT, F.col("filter"))).alias("filters"),
+        F.count(F.lit(1)).alias("rows"),
+        F.count_if(F.col(OWN)).alias("own_copies"),
+        F.count_if(to_route()).alias("routed"),
+        earliest_expiration(to_route()).alias("earliest_expiration"),
+        F.collect_set(F.when(to_route(), F.col("address"))).alias("addresses"),
+        F.count_if(~is_message_row()).alias("events"),
+        F.count_if(~is_message_row() & (F.col("message_id") >= COPY_ID_BASE)).alias("copy_events"),
+        F.count_if((F.col("source") == MANAGEMENT) & F.col("message_id").isNull()).alias(
+            "filter_ops"
+        ),
+        F.count_if(F.col(REASON).isNotNull()).alias("refused"),
+        F.count_if(
+            ~is_message_row() & (F.col("queue").isin(*expected) | F.col("to_queue").isin(*expected))
+        ).alias("expecting"),
+    ).collect()[0]  # an aggregate without groups: exactly one row
+
+
+def rows_written(
+    entries: list[DataFrame | None],
+    updated: list[DataFrame],
+    old: DataFrame,
+    *,
+    broadcast: bool,
+) -> DataFrame:
+    """The batch's ``queue_messages`` rows: every entry its rounds made, and each PENDING
+    row of an earlier batch (``old``) that a fold changed (``updated``).
+
+    :param broadcast: the changes are few enough to send to every task (:func:`apply_changes`).
+    """
+    rows = union_all(entries)
+    if updated:
+        changed = union_of(updated)
+        keys = changed.select(*KEY)
+        touched = old.join(F.broadcast(keys) if broadcast else keys, list(KEY), "left_semi")
+        return apply_changes(union_of([rows, touched]), changed, broadcast=broadcast)
+    return old.limit(0) if rows is None else rows  # none: nothing routed, nothing changed
 
 
 def _none_of(spark: SparkSession, schema: pa.Schema) -> DataFrame:
