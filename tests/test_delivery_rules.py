@@ -714,6 +714,33 @@ def test_the_copies_a_batch_writes_make_no_batch_of_their_own(spark, tmp_path):
     assert len(rows(lake.address_table("taps"))) == 2
 
 
+def test_a_batch_without_a_row_writes_nothing_and_the_job_goes_on(spark, tmp_path):
+    """A batch can hold no row: a producer's table created empty, or ``--as-of`` raised with
+    nothing new and nothing due by it. Its plan knows every output empty, so it writes no
+    row (the job used to stop there: no output to count)."""
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    lake = Lake.at(workdir / "lake")
+    conf = workdir / "broker.xml"
+    conf.write_text(broker(TAP_XML))
+    append(lake.address_table("orders"), [], schemas.MESSAGE)  # the table created empty
+    (line,) = batch_lines(spark, lake, conf)
+    assert "rows in 0, routed 0, applied 0, copies 0, dead letters 0, expiries 0," in line, line
+    assert not rows(lake.queue_messages)
+
+    append(lake.address_table("orders"), [message(1, "orders", 0)], schemas.MESSAGE)
+    assert len(batch_lines(spark, lake, conf)) == 1
+    written = rows(lake.queue_messages)
+    (line,) = batch_lines(spark, lake, conf, "--as-of", at(60_000).isoformat())
+    assert "rows in 0, routed 0, applied 0, copies 0, dead letters 0, expiries 0," in line, line
+    assert rows(lake.queue_messages) == written
+    assert sorted((r["queue"], r["status"]) for r in written) == [
+        ("o1", "PENDING"),
+        ("taps.q", "PENDING"),
+    ]
+    assert not rows(lake.rejected)
+
+
 @pytest.mark.parametrize("expirations", ["unknown", "known"])
 def test_a_batch_without_events_applies_nothing_until_a_message_expires(
     spark, monkeypatch, expirations

@@ -413,6 +413,10 @@ def _plan_batch(
     holds = _holds(asked, created)
 
     queue_rows = rows_written(entries, updated, old, broadcast=facts.rows <= BROADCAST_CHANGES)
+    if queue_rows is None:  # nothing routed, nothing changed
+        # a frame of its own: one made from ``old`` shares its columns' ids, and the write
+        # joins the two when it carries the PENDING rows to the next batch
+        queue_rows = _none_of(spark, schemas.QUEUE_MESSAGE)
     copied = union_all(copies)
     journaled = union_all(journals)
     return BatchResult(
@@ -476,9 +480,9 @@ def rows_written(
     old: DataFrame,
     *,
     broadcast: bool,
-) -> DataFrame:
+) -> DataFrame | None:
     """The batch's ``queue_messages`` rows: every entry its rounds made, and each PENDING
-    row of an earlier batch (``old``) that a fold changed (``updated``).
+    row of an earlier batch (``old``) that a fold changed (``updated``); None: no row.
 
     :param broadcast: the changes are few enough to send to every task (:func:`apply_changes`).
     """
@@ -488,7 +492,7 @@ def rows_written(
         keys = changed.select(*KEY)
         touched = old.join(F.broadcast(keys) if broadcast else keys, list(KEY), "left_semi")
         return apply_changes(union_of([rows, touched]), changed, broadcast=broadcast)
-    return old.limit(0) if rows is None else rows  # none: nothing routed, nothing changed
+    return rows
 
 
 def _none_of(spark: SparkSession, schema: pa.Schema) -> DataFrame:
