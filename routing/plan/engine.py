@@ -414,8 +414,9 @@ def _plan_batch(
 
     queue_rows = rows_written(entries, updated, old, broadcast=facts.rows <= BROADCAST_CHANGES)
     if queue_rows is None:  # nothing routed, nothing changed
-        # a frame of its own: one made from ``old`` shares its columns' ids, and the write
-        # joins the two when it carries the PENDING rows to the next batch
+        # a frame of its own: one made from ``old`` shares its columns' ids, and when the
+        # write carries the PENDING rows to the next batch it joins the two, in a plan
+        # that Spark's optimizer then makes invalid (an alias reusing its column's id)
         queue_rows = _none_of(spark, schemas.QUEUE_MESSAGE)
     copied = union_all(copies)
     journaled = union_all(journals)
