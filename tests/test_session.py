@@ -10,6 +10,38 @@ def test_session_runs_in_utc(spark):
     assert row.t.isoformat().startswith("2026-01-01T00:00:00")
 
 
+def estimate(frame) -> int:
+    """Spark's estimate of ``frame``'s size in bytes (py4j gives the BigInt as an int)."""
+    return frame._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()
+
+
+def test_a_checkpoint_estimated_beyond_the_bound_is_estimated_as_unknown(spark):
+    """A join is estimated at the product of its sides: checkpoints of joins of checkpoints
+    would square their estimates pass after pass (routing.plan.scratch.bounded). Above the
+    bound a kept frame is estimated as an RDD of unknown size; below it, as its plan."""
+    from chispa import assert_df_equality
+
+    from routing.plan.scratch import ESTIMATE_BOUND, Scratch
+
+    scratch = Scratch()
+    try:
+        small = scratch.keep(spark.range(100).selectExpr("id", "string(id) AS text"))
+        assert (
+            0 < estimate(small) == estimate(spark.range(100).selectExpr("id", "string(id) AS text"))
+        )
+        wide = small
+        for i in range(8):  # a join's estimate: the product of its sides'
+            wide = wide.join(small.select("id", F.col("text").alias(f"t{i}")), "id")
+        assert estimate(wide) > ESTIMATE_BOUND
+        kept = scratch.keep(wide)
+        assert estimate(kept) == 2**63 - 1  # spark.sql.defaultSizeInBytes
+        assert_df_equality(kept.orderBy("id"), wide.orderBy("id"))
+        squared = scratch.keep(kept.join(kept.select("id"), "id"))
+        assert estimate(squared) == 2**63 - 1  # not (2^63 - 1)^2
+    finally:
+        scratch.release()
+
+
 def test_checkpointed_rows_are_stored_with_kryo_and_read_back_whole(spark):
     from chispa import assert_df_equality
 

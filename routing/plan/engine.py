@@ -16,6 +16,9 @@ assumes (those of earlier batches at first); when its own dead letters and expir
 create a queue, or create one earlier than assumed, the batch is planned again with
 the moments it found, until what it assumes is what it finds (docs/DESIGN.md). Each
 auto-created queue is created once in a job's life, so few batches are planned twice.
+So is a batch whose routing passes took a group's turns out of ``(sent_at,
+message_id)`` order (a copy of a later pass earlier than a row of an earlier one): the
+next plan takes the turns it found, in order.
 
 :func:`run_batch` is pure apart from Spark actions: it reads nothing from
 storage and writes nothing; the job writes :class:`BatchResult` in one commit
@@ -24,10 +27,12 @@ per table.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame, Row, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 
 from routing.broker.filters import FilterSyntaxError, parse_filter
@@ -77,8 +82,11 @@ from routing.plan.scratch import Scratch
 from routing.plan.turns import positions_frame
 
 QUEUE_ROW = schemas.QUEUE_MESSAGE.names
+_PASS = "_pass"
+"""A turn request's pass, numbered through the batch's rounds in the order they ran."""
 MAX_ATTEMPTS = 8
-"""Plans of one batch at most, each assuming the creation moments the previous one found."""
+"""Plans of one batch at most, each assuming the creation moments and taking the turns
+the previous one found."""
 BROADCAST_CHANGES = 200_000
 """Input rows of a batch up to which the fold's changes (at most one per input row) are
 broadcast to the queue rows they apply to rather than joined by a shuffle of both."""
@@ -185,8 +193,9 @@ def run_batch(
         nothing expires.
     """
     assumed = dict(state.created)
+    foreseen: Foreseen | None = None
     for attempt in range(1, MAX_ATTEMPTS + 1):
-        result, holds = _plan_batch(
+        result, holds, requests = _plan_batch(
             events,
             pending,
             state,
@@ -198,12 +207,26 @@ def run_batch(
             taken=taken,
             events_expect_queues=attempt == 1,
             pending_expirations=pending_expirations,
+            foreseen=foreseen,
         )
         result.attempts = attempt
         if holds:
             break
         assumed = result.created
+        if requests is not None:  # the next plan takes these turns in one order
+            start = positions_frame(events.sparkSession, state.positions)
+            foreseen = Foreseen(*router.foresee(requests, start, scratch))
     return result
+
+
+@dataclass(frozen=True)
+class Foreseen:
+    """The turns a batch's plan is expected to take: every request an earlier plan made,
+    in ``(sent_at, message_id)`` order per group whatever the round or pass that made it
+    (turns.TURNS), and the positions after them."""
+
+    turns: DataFrame
+    positions: DataFrame
 
 
 def created_moments(
@@ -243,14 +266,22 @@ def _plan_batch(
     taken: DataFrame | None,
     events_expect_queues: bool = False,
     pending_expirations: Expirations | None = None,
-) -> tuple[BatchResult, bool]:
+    foreseen: Foreseen | None = None,
+) -> tuple[BatchResult, bool, DataFrame | None]:
     """One plan of the batch, assuming the auto-created queues exist from ``assumed``
     (and from what its earlier rounds create); :attr:`BatchResult.created` is what the
     plan itself creates, merged with ``state``'s.
 
     The plan holds (second value) when every decision that asked whether an auto-created
     queue existed got the answer the moments the plan found give (:func:`_holds`): then
-    it is the plan that assumed those moments from the start.
+    it is the plan that assumed those moments from the start, and every turn group took
+    its turns in ``(sent_at, message_id)`` order (:func:`_turns_hold`). A group can take
+    turns in several passes and rounds (an address that both producers and diverts, dead
+    letters or expiries send to): the passes take them one after the other, and a copy
+    routed in a later pass may be earlier than a row of an earlier pass. Then the next plan
+    takes the turns found, all in one order (``foreseen``), and holds when it makes the
+    requests foreseen. The third value is the plan's turn requests, when a group took
+    turns in more than one pass (None: the passes' order is the turns' order).
 
     ``events_expect_queues``: the input's deliveries and management rows take an
     auto-created queue the plan does not know yet for one that exists. A consumer or an
@@ -321,12 +352,27 @@ def _plan_batch(
     # where the rows entering a round are: round 1's messages where the facts say, a later
     # round's copies where the moves before it sent them (the action that finds them says)
     at = frozenset(facts.addresses)
+    # each pass's turn requests, numbered in the order the passes took them
+    requests: list[DataFrame] = []
+    turn_groups: Counter[str] = Counter()  # group -> the passes that took turns in it
     rounds = 0
     while True:
         rounds += 1
-        routed = router.route(entering, positions, scratch, known, fresh=True, at=at)
+        routed = router.route(
+            entering,
+            positions,
+            scratch,
+            known,
+            fresh=True,
+            at=at,
+            foreseen=None if foreseen is None else foreseen.turns,
+        )
         asked += [_asked_under(known, _routes_asked(router, d)) for d in routed.decided]
         positions = routed.positions
+        requests += [
+            r.withColumn(_PASS, F.lit(len(requests) + i)) for i, r in enumerate(routed.requests)
+        ]
+        turn_groups.update(g for groups in routed.turn_groups for g in groups)
         journals += routed.journal
         rejected += routed.rejected
         copies += routed.copies
@@ -411,6 +457,13 @@ def _plan_batch(
     rejections = union_all([input_rejected, *rejected, *no_such_message])
     # a plan that finds what it assumed holds without a read
     holds = _holds(asked, created)
+    # a group that took all its turns in one pass took them in order: nothing to check
+    interleaved = max(turn_groups.values(), default=0) > 1
+    in_passes = union_all(requests) if interleaved or foreseen is not None else None
+    if holds and in_passes is not None:
+        holds = _turns_hold(in_passes, None if foreseen is None else foreseen.turns)
+    if foreseen is not None:  # its passes took the turns foreseen and moved no position
+        positions = foreseen.positions
 
     queue_rows = rows_written(entries, updated, old, broadcast=facts.rows <= BROADCAST_CHANGES)
     if queue_rows is None:  # nothing routed, nothing changed
@@ -420,7 +473,7 @@ def _plan_batch(
         queue_rows = _none_of(spark, schemas.QUEUE_MESSAGE)
     copied = union_all(copies)
     journaled = union_all(journals)
-    return BatchResult(
+    batch = BatchResult(
         queue_rows=queue_rows,
         journal=journaled if journaled is not None else _none_of(spark, schemas.JOURNAL),
         rejected=rejections if rejections is not None else _none_of(spark, schemas.REJECTED),
@@ -444,7 +497,9 @@ def _plan_batch(
             )
             if frames is None
         ),
-    ), holds
+    )
+    requests_made = None if in_passes is None else in_passes.drop(_PASS)
+    return batch, holds, requests_made
 
 
 def batch_facts(classified: DataFrame, expected: list[str]) -> Row:
@@ -525,6 +580,22 @@ def _holds(asked: list[Callable[[Created], DataFrame | None]], created: Created)
     frames = [a(created) for a in asked]
     changes = union_all([f.select(F.lit(1).alias("_changes")) for f in frames if f is not None])
     return changes is None or changes.isEmpty()
+
+
+def _turns_hold(requests: DataFrame, foreseen: DataFrame | None) -> bool:
+    """Whether every turn group took its turns in ``(sent_at, message_id)`` order (one
+    action). Without turns foreseen, the passes took them one after the other: they did
+    when no request comes before one of an earlier pass. With turns foreseen, they were
+    taken in that order: they were right when the plan made the very requests foreseen."""
+    if foreseen is None:
+        in_order = Window.partitionBy("group").orderBy("sent_at", "message_id")
+        late = F.lag(_PASS).over(in_order) > F.col(_PASS)
+        return requests.select(late.alias("_late")).where("_late").isEmpty()
+    key = ["group", "message_id"]
+    made = requests.select(*key, F.lit(True).alias("_made"))
+    expected = foreseen.select(*key, F.lit(True).alias("_foreseen"))
+    missed = made.join(expected, key, "full_outer")
+    return missed.where(F.col("_made").isNull() | F.col("_foreseen").isNull()).isEmpty()
 
 
 def _asked_under(

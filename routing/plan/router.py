@@ -115,6 +115,13 @@ class Routed:
     rejected: list[DataFrame] = field(default_factory=list)
     copies: list[DataFrame] = field(default_factory=list)  # rows to append to address tables
     decided: list[Decided] = field(default_factory=list)  # each pass's, with auto-created queues
+    # the turns the rows take, each pass's that plans turns: (group, sent_at, message_id,
+    # mask) and the groups it may take them in
+    requests: list[DataFrame] = field(default_factory=list)
+    turn_groups: list[frozenset[str]] = field(default_factory=list)
+    # turns decided before routing (turns.TURNS): a request takes its ``chosen`` there, and
+    # the positions are not moved (the batch's are those after the turns foreseen)
+    foreseen: DataFrame | None = None
 
 
 class Router:
@@ -442,6 +449,14 @@ class Router:
 
     # ---- passes -------------------------------------------------------------------------
 
+    def foresee(
+        self, requests: DataFrame, positions: DataFrame, scratch: Scratch
+    ) -> tuple[DataFrame, DataFrame]:
+        """The turns of ``requests`` (:attr:`Routed.requests` of every pass of a batch) taken
+        from ``positions`` in one order, ``(sent_at, message_id)`` per group: those of a plan
+        that knew every request from the start (turns.TURNS), and the positions after them."""
+        return take_turns(requests, positions, scratch.keep, self._group_widths)
+
     def route(
         self,
         rows: DataFrame,
@@ -451,6 +466,7 @@ class Router:
         *,
         fresh: bool = False,
         at: Collection[str] | None = None,
+        foreseen: DataFrame | None = None,
     ) -> Routed:
         """Route ``rows`` (message columns + :data:`INTERNAL`) and every copy they lead to.
 
@@ -468,8 +484,10 @@ class Router:
             (a batch's facts do for its messages, the action that ends a round for the
             copies it made): the passes then plan no turns, copies or passes that no row
             can need, and none at all for no address.
+        :param foreseen: turns decided before routing, in the order of every request the
+            batch makes (:attr:`Routed.foreseen`; ``engine.run_batch``).
         """
-        result = Routed(positions=positions)
+        result = Routed(positions=positions, foreseen=foreseen)
         # where this pass's rows can be (None: anywhere)
         at = None if at is None else frozenset(at)
         if at is not None and not at:
@@ -527,7 +545,9 @@ class Router:
         entered |= {"expiration": self._expiration, **(since or {})}
         rows = rows.withColumns(entered).withColumn(_EXCLUSIVE, self._exclusive)
         kept = None  # the rows computed before the turns, which read them too
-        if any(at is None or g.address in at for g in self.groups):
+        turn_groups = frozenset(g.key for g in self.groups if at is None or g.address in at)
+        if turn_groups:
+            result.turn_groups.append(turn_groups)
             if copies:  # computed once, not by the turns and again by the decisions
                 rows = kept = scratch.keep(rows)
             rows = self._with_turns(rows, result, scratch)
@@ -700,9 +720,18 @@ class Router:
             .select("sent_at", "message_id", F.explode("_requests").alias("_r"))
             .select("_r.group", "sent_at", "message_id", "_r.mask")
         )
-        turns, result.positions = take_turns(
-            requests, result.positions, scratch.keep, self._group_widths
-        )
+        result.requests.append(requests)
+        if result.foreseen is None:
+            turns, result.positions = take_turns(
+                requests, result.positions, scratch.keep, self._group_widths
+            )
+        else:  # a request not foreseen makes the plan one that does not hold: it takes the
+            # first binding it matches, so that its row still enters a queue if the plan is kept
+            key = ["group", "message_id"]
+            first = F.array_position("mask", True).cast("int")
+            turns = requests.join(result.foreseen.select(*key, "chosen"), key, "left").select(
+                *key, F.coalesce("chosen", F.when(first > 0, first - 1)).alias("chosen")
+            )
         taken = turns.where(F.col("chosen").isNotNull())
         if len(self._turn_columns) == 1:  # one group an address: a row takes one turn at most
             chosen = taken.select("message_id", F.col("chosen").alias(self._turn_columns[0]))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
+from pyspark.sql.classic.dataframe import DataFrame as ClassicFrame
 
 from routing.plan._columns import shuffle_partitions
 
@@ -42,7 +43,7 @@ class Scratch:
         kept = frame.coalesce(max(partitions, 1)).localCheckpoint(eager=True, storageLevel=level)
         # the checkpointed RDD behind the frame's LogicalRDD (no public accessor)
         self._rdds.append(kept._jdf.queryExecution().analyzed().rdd())
-        return kept
+        return bounded(kept)
 
     def absorb(self, other: Scratch) -> None:
         """Take ``other``'s frames over: released with this scratch's, no longer with ``other``'s."""
@@ -53,3 +54,44 @@ class Scratch:
         for rdd in self._rdds:
             rdd.unpersist(False)
         self._rdds.clear()
+
+
+ESTIMATE_BOUND = 1 << 62
+"""The largest size (bytes, rows) a kept frame keeps its plan's estimate up to."""
+
+
+def bounded(kept: DataFrame) -> DataFrame:
+    """``kept`` (a checkpoint) without its plan's estimate when that is above
+    :data:`ESTIMATE_BOUND`: Spark then takes it for ``spark.sql.defaultSizeInBytes``
+    (``Long.MaxValue``, 2^63 - 1), as for any RDD of unknown size.
+
+    A checkpoint keeps the size estimate of the plan it computed, and Spark estimates a
+    join at the product of its sides' sizes. A routing pass joins its rows to the turns
+    taken from them and checkpoints the result, which the next pass's copies come from:
+    the estimate squares at each pass, its digits double, and after twenty-odd passes (a
+    batch of a few rounds of dead letters at an address with turns) the planner spent
+    minutes multiplying numbers of millions of digits before each job. A frame estimated
+    below the bound keeps its estimate (a small one is broadcast); above it, no
+    estimate changes a plan: every join threshold is far below.
+    """
+    plan = kept._jdf.queryExecution().analyzed()
+    stats = plan.computeStats()  # py4j gives its BigInts as ints
+    rows = stats.rowCount().get() if stats.rowCount().isDefined() else None
+    if stats.sizeInBytes() <= ESTIMATE_BOUND and (rows is None or rows <= ESTIMATE_BOUND):
+        return kept
+    jvm = kept.sparkSession.sparkContext._jvm
+    assert jvm is not None  # a classic session's frame
+    session, _, constraints = (plan.otherCopyArgs().apply(i) for i in range(3))
+    unknown = plan.copy(
+        plan.output(),
+        plan.rdd(),
+        plan.outputPartitioning(),
+        plan.outputOrdering(),
+        plan.isStreaming(),
+        plan.stream(),
+        session,
+        jvm.scala.Option.empty(),
+        constraints,
+    )
+    frame = jvm.org.apache.spark.sql.classic.Dataset.ofRows(session, unknown)
+    return ClassicFrame(frame, kept.sparkSession)

@@ -4,7 +4,10 @@ Artemis ``BindingsImpl.getNextBinding``: from the group's current position, the
 first binding (cyclically) whose filter matches the message gets it, and the
 position moves to the binding after it; a message no binding matches leaves the
 position where it is. Rows take their turns in ``(sent_at, message_id)`` order,
-and the positions are carried from one micro-batch to the next (job state).
+and the positions are carried from one micro-batch to the next (job state). A batch's
+routing passes take turns one after the other; a plan whose later pass routed a row
+earlier than one of an earlier pass is planned again with the turns foreseen
+(``engine.run_batch``).
 
 Groups: the anycast queues of an address (``anycast:<address>``), and the
 non-exclusive diverts of an address sharing a routing-name
