@@ -220,6 +220,13 @@ def _events(
     return [event for _, event in timed]
 
 
+def _in_order(entry: dict[str, Any]) -> tuple:
+    """A journal row's place in its message's history: by time, and at one instant the
+    entry first, redeliveries by count, an ending last (the table's rows have no order)."""
+    rank = {"ROUTED": 0, "REDELIVERY_SCHEDULED": 1}.get(entry["event"], 2)
+    return entry["at"], rank, entry["delivery_count"] or 0
+
+
 def check_lake(lake: Lake) -> None:
     """The SPEC's rules on one lake's rows: one queue row per (queue, message_id), whose
     status and delivery count are those its last journal row leaves (SPEC §3.4, §3.5)."""
@@ -227,7 +234,7 @@ def check_lake(lake: Lake) -> None:
     keys = [(r["queue"], r["message_id"]) for r in queue_rows]
     assert len(keys) == len(set(keys)), "a (queue, message_id) with two rows"
     history = defaultdict(list)
-    for entry in sorted(rows(lake.journal), key=lambda j: j["at"]):
+    for entry in sorted(rows(lake.journal), key=_in_order):
         history[entry["queue"], entry["message_id"]].append(entry)
     for row in queue_rows:
         key = row["queue"], row["message_id"]

@@ -460,7 +460,7 @@ def _plan_batch(
     # a group that took all its turns in one pass took them in order: nothing to check
     interleaved = max(turn_groups.values(), default=0) > 1
     in_passes = union_all(requests) if interleaved or foreseen is not None else None
-    if holds and in_passes is not None:
+    if holds and (interleaved or foreseen is not None):
         holds = _turns_hold(in_passes, None if foreseen is None else foreseen.turns)
     if foreseen is not None:  # its passes took the turns foreseen and moved no position
         positions = foreseen.positions
@@ -582,11 +582,14 @@ def _holds(asked: list[Callable[[Created], DataFrame | None]], created: Created)
     return changes is None or changes.isEmpty()
 
 
-def _turns_hold(requests: DataFrame, foreseen: DataFrame | None) -> bool:
+def _turns_hold(requests: DataFrame | None, foreseen: DataFrame | None) -> bool:
     """Whether every turn group took its turns in ``(sent_at, message_id)`` order (one
     action). Without turns foreseen, the passes took them one after the other: they did
     when no request comes before one of an earlier pass. With turns foreseen, they were
-    taken in that order: they were right when the plan made the very requests foreseen."""
+    taken in that order: they were right when the plan made the very requests foreseen
+    (``requests`` None: no pass took a turn)."""
+    if requests is None:
+        return foreseen is None or foreseen.isEmpty()
     if foreseen is None:
         in_order = Window.partitionBy("group").orderBy("sent_at", "message_id")
         late = F.lag(_PASS).over(in_order) > F.col(_PASS)

@@ -68,9 +68,9 @@ def bounded(kept: DataFrame) -> DataFrame:
     A checkpoint keeps the size estimate of the plan it computed, and Spark estimates a
     join at the product of its sides' sizes. A routing pass joins its rows to the turns
     taken from them and checkpoints the result, which the next pass's copies come from:
-    the estimate squares at each pass, its digits double, and after twenty-odd passes (a
-    batch of a few rounds of dead letters at an address with turns) the planner spent
-    minutes multiplying numbers of millions of digits before each job. A frame estimated
+    the estimate squares at each pass and its digits double. A batch of four rounds of
+    dead letters at an address with turns (a random lake of 77 input rows) never ended its
+    first plan: the planner was multiplying numbers of millions of digits. A frame estimated
     below the bound keeps its estimate (a small one is broadcast); above it, no
     estimate changes a plan: every join threshold is far below.
     """
