@@ -458,9 +458,9 @@ def _plan_batch(
     # a plan that finds what it assumed holds without a read
     holds = _holds(asked, created)
     # a group that took all its turns in one pass took them in order: nothing to check
-    interleaved = max(turn_groups.values(), default=0) > 1
-    in_passes = union_all(requests) if interleaved or foreseen is not None else None
-    if holds and (interleaved or foreseen is not None):
+    checked = max(turn_groups.values(), default=0) > 1 or foreseen is not None
+    in_passes = union_all(requests) if checked else None
+    if holds and checked:
         holds = _turns_hold(in_passes, None if foreseen is None else foreseen.turns)
     if foreseen is not None:  # its passes took the turns foreseen and moved no position
         positions = foreseen.positions
