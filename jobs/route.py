@@ -43,6 +43,7 @@ from routing.broker.topology import Topology
 from routing.io.lake import Lake
 from routing.io.lake_events import (
     LakeSchemaError,
+    batch_as_of,
     batch_rows,
     check_lake,
     inputs_within,
@@ -185,7 +186,7 @@ class BatchRunner:
             self.topology,
             router,
             scratch,
-            as_of=self.as_of,
+            as_of=batch_as_of(read, self.as_of),
             taken=self.storage.taken(self.spark, batch_id),
             pending_expirations=self.storage.pending_expirations(),
         )

@@ -1,12 +1,13 @@
 """Random lakes: a broker.xml and a few dozen input rows drawn from a seed, routed by the
-job in one micro-batch and in small ones; the two lakes must hold the same tables (SPEC
-§5.6) and each must keep the SPEC's rules on its rows (:func:`check_lake`).
+job in one micro-batch, in small ones, and in two runs with the second half of the rows
+appended between them (a restart); the lakes must hold the same tables (SPEC §5.6) and
+each must keep the SPEC's rules on its rows (:func:`check_lake`).
 
 The fixed cases of ``tests/test_delivery_rules.py`` and ``tests/test_auto_created_queues.py``
 hold one workload each; these combine what they test at random: queue filters, anycast
 turns, diverts (exclusive, filtered, sharing a routing-name, with routing types, composite
-forwarding addresses), dead letters, expiries with every setting, auto-created queues,
-management rows by filter. ``tests/test_random_lakes.py`` runs a few seeds in ``make
+forwarding addresses), dead letters, expiries with every setting and ``--as-of``,
+auto-created queues, management rows by filter. ``tests/test_random_lakes.py`` runs a few seeds in ``make
 test``; more, on their own::
 
     python -m tests.random_lakes 0 40
@@ -57,12 +58,18 @@ STATUS_AFTER = {
 @dataclass(frozen=True)
 class Case:
     """A seed's broker.xml (the children of ``<core>``), its input rows in the order they
-    are appended (one commit each) and the rate limit of its small batches."""
+    are appended (one commit each), the rate limit of its small batches, its ``--as-of``
+    (ms, or None) and how many rows the restarted lake's first run routes."""
 
     seed: int
     xml: str
     events: list[tuple[str, dict[str, Any]]]
     per_batch: int
+    as_of: int | None
+    restart_after: int
+
+    def options(self) -> tuple[str, ...]:
+        return () if self.as_of is None else ("--as-of", at(self.as_of).isoformat())
 
 
 def case(seed: int) -> Case:
@@ -74,7 +81,17 @@ def case(seed: int) -> Case:
         f"{_diverts(r, addresses)}"
         f"<addresses>{_addresses(r, queues)}</addresses>"
     )
-    return Case(seed, xml, _events(r, queues), r.choice([2, 3, 4, 6]))
+    events = _events(r, queues)
+    per_batch = r.choice([2, 3, 4, 6])
+    # drawn last, so that a seed's topology and rows stay those of earlier versions
+    as_of = r.choice([None, None, 700, 1500])  # amid the rows, or after them all
+    times = [_time(row) for _, row in events]
+    instants = [i for i in range(1, len(events)) if times[i - 1] < times[i]]
+    return Case(seed, xml, events, per_batch, as_of, r.choice(instants or [len(events)]))
+
+
+def _time(row: dict[str, Any]) -> Any:
+    return row["sent_at"] if "sent_at" in row else row["at"]
 
 
 def _queues(r: random.Random, address: str) -> tuple[list[str], list[str]]:
@@ -246,24 +263,26 @@ def check_lake(lake: Lake) -> None:
 
 
 def run_case(spark, seed: int, workdir: Path) -> tuple[int, int]:
-    """The seed's lake routed in one batch and in small ones, checked and compared; returns
-    the number of input rows and of small batches."""
+    """The seed's lake routed in one batch, in small ones and in two runs (the rows up to
+    an instant, then the others: the second run restarts from the first's checkpoint and
+    state), checked and compared; returns the number of input rows and of small batches.
+    The restarted lake's first run has no ``--as-of``: rows after it would come late."""
     drawn = case(seed)
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "core.xml").write_text(drawn.xml)  # to read when a seed fails
-    whole, one = route_events(workdir / "whole", spark, drawn.xml, drawn.events)
-    cut, small = route_events(
-        workdir / "cut",
-        spark,
-        drawn.xml,
-        drawn.events,
-        "--max-events-per-trigger",
-        str(drawn.per_batch),
-    )
+    options = drawn.options()
+    whole, one = route_events(workdir / "whole", spark, drawn.xml, drawn.events, *options)
+    rate = ("--max-events-per-trigger", str(drawn.per_batch))
+    cut, small = route_events(workdir / "cut", spark, drawn.xml, drawn.events, *options, *rate)
+    first, rest = drawn.events[: drawn.restart_after], drawn.events[drawn.restart_after :]
+    route_events(workdir / "restarted", spark, drawn.xml, first)
+    restarted, _ = route_events(workdir / "restarted", spark, drawn.xml, rest, *options)
     assert one == 1, one
-    check_lake(whole)
-    check_lake(cut)
-    assert_same_tables(spark, cut, whole, {address_of_source(s) for s in whole.address_sources()})
+    addresses = {address_of_source(s) for s in whole.address_sources()}
+    for lake in (whole, cut, restarted):
+        check_lake(lake)
+    for lake in (cut, restarted):
+        assert_same_tables(spark, lake, whole, addresses)
     return len(drawn.events), small
 
 

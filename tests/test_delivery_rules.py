@@ -661,6 +661,51 @@ def test_an_address_takes_turns_in_time_order_whatever_pass_or_round_brings_its_
         assert DeltaStorage(lake).state().positions == {"anycast:dst": 1}, name
 
 
+AS_OF_XML = """
+<address-settings>
+  <address-setting match="#"><expiry-address>EXP</expiry-address></address-setting>
+</address-settings>
+<addresses>
+  <address name="orders"><anycast><queue name="o1"/></anycast></address>
+  <address name="EXP"><anycast><queue name="EXPQ"/></anycast></address>
+</addresses>
+"""
+AS_OF_EVENTS: list[tuple[str, dict[str, Any]]] = [
+    ("orders", message(1, "orders", 0, expiration=130)),
+    ("orders", message(2, "orders", 50)),
+    ("deliveries", delivery("o1", 1, "ROLLBACK", 120)),  # before 1 expires
+    ("orders", message(3, "orders", 200, expiration=500)),  # expires by the as-of alone
+]
+
+
+def test_an_as_of_expires_nothing_before_the_events_of_later_batches(spark, tmp_path):
+    """``--as-of`` 1 s moves the lake clock past both expirations (SPEC §5.4). Cut one event
+    a batch, the first batch must not expire message 1 at 130 ms: the ROLLBACK at 120 ms
+    comes in a later batch. Each batch applies the as-of up to its cut only, and one more
+    batch the rest (message 3, at 500 ms)."""
+    as_of = ("--as-of", at(1000).isoformat())
+    whole, _ = route_events(tmp_path / "whole", spark, AS_OF_XML, AS_OF_EVENTS, *as_of)
+    single, batches = route_events(
+        tmp_path / "single", spark, AS_OF_XML, AS_OF_EVENTS, *as_of, "--max-events-per-trigger", "1"
+    )
+    for lake in (whole, single):
+        history = sorted(
+            (r["message_id"], r["at"], r["event"], r["delivery_count"])
+            for r in rows(lake.journal)
+            if r["queue"] == "o1" and r["message_id"] != 2
+        )
+        assert history == [
+            (1, at(0), "ROUTED", 0),
+            (1, at(120), "REDELIVERY_SCHEDULED", 1),
+            (1, at(130), "EXPIRED", 1),
+            (3, at(200), "ROUTED", 0),
+            (3, at(500), "EXPIRED", 0),
+        ]
+        assert not rows(lake.rejected)
+    assert batches == len(AS_OF_EVENTS) + 1
+    assert_same_tables(spark, single, whole, {"orders", "EXP"})
+
+
 def test_an_address_table_left_without_a_version_is_created_by_the_next_run(spark, tmp_path):
     """A writer killed while creating an address table (the job's first expiry copies, say)
     leaves its ``_delta_log`` without a version, beside data files no commit names: to Delta

@@ -7,6 +7,7 @@ import itertools
 
 import pyarrow as pa
 import pytest
+from pyspark.sql import Row
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from routing.broker.layout import ROUTING_APP_PREFIX
@@ -14,8 +15,10 @@ from routing.io.delta_tables import TableFiles, commit_app_ids, epoch_micros
 from routing.io.lake import Lake
 from routing.io.lake_events import (
     INPUT_SOURCE,
+    SLICE,
     UNBOUNDED,
     LakeEventsReader,
+    batch_as_of,
     batch_rows,
     check_lake,
     inputs_within,
@@ -265,6 +268,29 @@ def test_raising_as_of_alone_makes_a_batch(spark, tmp_path):
     assert run(spark, lake, ck) == []
     assert run(spark, lake, ck, asOf="2026-01-01T00:00:05Z") == [[]]
     assert run(spark, lake, ck, asOf="2026-01-01T00:00:05Z") == []
+
+
+def test_a_batch_cut_before_the_as_of_applies_it_up_to_its_cut(tmp_path):
+    """Rows held back by a cut may be earlier than ``--as-of``: a batch applies the as-of up
+    to its cut, and the batch after the last cut the rest, with no row."""
+    lake = Lake.at(tmp_path)
+    for i in range(4):  # a commit a row, 0 to 300 ms
+        send(lake, "a", (i, i * 100))
+    as_of = epoch_micros(at(1000))
+    reader = LakeEventsReader(lake.root, {"maxeventspertrigger": "1", "asof": str(as_of)})
+    reader.prepareForTriggerAvailableNow()
+    offsets = [reader.initialOffset()]
+    while (following := reader.latestOffset(offsets[-1], ReadMaxRows(1))) != offsets[-1]:
+        offsets.append(following)
+    *cuts, last = [o["until"] for o in offsets[1:]]
+    assert len(cuts) == 4 and max(cuts) < as_of and last == UNBOUNDED
+    assert [o["asOf"] for o in offsets[1:]] == [*cuts, as_of]
+    row = Row(*SLICE.names)
+    batches = [
+        [row(*s) for s in reader.slices(start, end)] for start, end in itertools.pairwise(offsets)
+    ]
+    assert [batch_as_of(slices, as_of) for slices in batches] == [*cuts, as_of]
+    assert batches[-1] == []  # the as-of alone
 
 
 def test_address_tables_created_later_are_picked_up(spark, tmp_path):

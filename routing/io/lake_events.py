@@ -10,7 +10,10 @@ at most ``until`` and that no earlier batch held. ``maxEventsPerTrigger`` lowers
 ``until`` instead of cutting versions, so a rate-limited run and a single batch see
 the same events in the same event-time order (docs/DESIGN.md). Rows that arrive later
 with an older time come in the next batch. ``asOf`` (option) is the ``--as-of`` of
-SPEC §5.4: raising it alone makes a new batch.
+SPEC §5.4: raising it alone makes a new batch. An offset's ``asOf`` is the as-of its
+batch may apply: at most ``until`` while rows are held back, as a later batch may hold
+rows earlier than the as-of (:func:`batch_as_of`); the batch that reads the last of them
+applies the rest.
 
 The routing job's own commits (its copies appended to address tables) are not offered
 (:class:`routing.io.delta_tables.TableFiles`): a table version only they made is no new
@@ -157,6 +160,13 @@ def batch_rows(slices: Sequence[Row]) -> int | None:
     not say): a file read again from a cut counts whole."""
     counts = [s.rows for s in slices]
     return None if None in counts else sum(counts)
+
+
+def batch_as_of(slices: Sequence[Row], as_of: int | None) -> int | None:
+    """The ``--as-of`` a batch of ``slices`` may apply: up to its cut only, as the offsets
+    say (a later batch may hold rows earlier than the as-of)."""
+    cut = min((s.upto for s in slices), default=UNBOUNDED)
+    return as_of if as_of is None or cut >= UNBOUNDED else min(as_of, cut)
 
 
 def _time(source: str) -> str:
@@ -310,6 +320,9 @@ class LakeEventsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             until = _cut(unread, limit.max_rows)
             if start["until"] < UNBOUNDED:
                 until = max(until, start["until"])
+        # a batch cut at ``until`` applies the as-of only up to it: rows of later batches
+        # may be earlier than the as-of, and an expiry must not pass them (SPEC §5.6)
+        as_of = max(start["asOf"], min(as_of, until))
         if until == start["until"] and not any(new.values()) and as_of == start["asOf"]:
             return start
         return {"base": base, "tables": versions, "until": until, "asOf": as_of}
