@@ -706,6 +706,40 @@ def test_an_as_of_expires_nothing_before_the_events_of_later_batches(spark, tmp_
     assert_same_tables(spark, single, whole, {"orders", "EXP"})
 
 
+SELF_EXPIRY_XML = """
+<address-settings>
+  <address-setting match="#"><expiry-address>EXP</expiry-address>
+    <expiry-delay>100</expiry-delay></address-setting>
+</address-settings>
+<addresses>
+  <address name="orders"><anycast><queue name="o1"/></anycast></address>
+  <address name="EXP"><multicast><queue name="EXPQ"/><queue name="EXPQ2"/></multicast></address>
+</addresses>
+"""
+
+
+def test_a_queue_on_its_own_expiry_address_expires_nothing(spark, tmp_path):
+    """EXP is its own expiry address ('#'), and its expiry-delay gives every copy entering it
+    an expiration. As Artemis's expiry scanner (``QueueImpl.isExpiryDisabled``), its queues
+    expire nothing: each expiry would copy the message into both again, twice as many every
+    100 ms. Message 1 expires from o1 once; message 2, sent to EXP, stays."""
+    assert topology_of(SELF_EXPIRY_XML).expiry_disabled == ("EXPQ", "EXPQ2")
+    events = [("orders", message(1, "orders", 0)), ("EXP", message(2, "EXP", 0, expiration=50))]
+    as_of = ("--as-of", at(350).isoformat())
+    lake, _ = route_events(tmp_path / "run", spark, SELF_EXPIRY_XML, events, *as_of)
+    copy = copy_id_py(1, EXPIRY, "o1", "EXP", None)
+    assert sorted(
+        (r["queue"], r["message_id"], r["status"], r["expiration"])
+        for r in rows(lake.queue_messages)
+    ) == [
+        ("EXPQ", 2, "PENDING", at(50)),
+        ("EXPQ", copy, "PENDING", at(200)),
+        ("EXPQ2", 2, "PENDING", at(50)),
+        ("EXPQ2", copy, "PENDING", at(200)),
+        ("o1", 1, "EXPIRED", at(100)),
+    ]
+
+
 def test_an_address_table_left_without_a_version_is_created_by_the_next_run(spark, tmp_path):
     """A writer killed while creating an address table (the job's first expiry copies, say)
     leaves its ``_delta_log`` without a version, beside data files no commit names: to Delta

@@ -170,6 +170,18 @@ class Topology:
         """Address -> the queue its dead letters (expiries) create."""
         return {a: name for (k, a), name in sorted(self._created_by.items()) if k == kind}
 
+    @cached_property
+    def expiry_disabled(self) -> tuple[str, ...]:
+        """The queues that expire no message: their address is its own expiry address.
+        Artemis's expiry scanner skips them (``QueueImpl.isExpiryDisabled``: expiring into
+        the same address is redundant); a copy entering such an address with an
+        ``expiry-delay`` would otherwise expire into it again and again."""
+        return tuple(
+            q.name
+            for q in self.queues.values()
+            if self.settings(q.address).expiry_address == q.address
+        )
+
     def declared_bindings(self, address: str | None) -> bool:
         """The address has a binding from the start: a declared queue or a divert (Artemis
         counts both as an address's bindings)."""

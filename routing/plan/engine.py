@@ -28,7 +28,7 @@ per table.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -105,12 +105,15 @@ def filter_errors(filters: Iterable[str]) -> dict[str, str]:
     return errors
 
 
-def expiries(in_play: DataFrame, clock: DataFrame) -> DataFrame:
+def expiries(in_play: DataFrame, clock: DataFrame, disabled: Sequence[str] = ()) -> DataFrame:
     """An expiry event for each message in play whose expiration is due by the lake clock.
 
     :param clock: :func:`batch_values` with ``clock``.
+    :param disabled: queues that expire nothing (:attr:`Topology.expiry_disabled`).
     """
     due = expires_at(batch_value("clock"))
+    if disabled:
+        in_play = in_play.where(~F.col("queue").isin(*disabled))
     return (
         in_play.crossJoin(clock)
         .where(due.isNotNull())
@@ -386,7 +389,7 @@ def _plan_batch(
         if (
             rounds == 1
             and not facts.events
-            and not (may_expire and _expiring(in_play, clock_values))
+            and not (may_expire and _expiring(in_play, clock_values, topology.expiry_disabled))
         ):
             break  # nothing to apply: no event, and no message in play expires by the clock
         # only what may happen is read: the rows in play are read once for the operators'
@@ -397,7 +400,7 @@ def _plan_batch(
                 expand_by_filter(inputs.by_filter, in_play, good_filters)
                 if facts.filter_ops
                 else None,
-                expiries(in_play, clock_values)
+                expiries(in_play, clock_values, topology.expiry_disabled)
                 if clock is not None and (rounds > 1 or may_expire)
                 else None,
             ]
@@ -569,9 +572,9 @@ def _may_expire(clock: int | None, facts: Row, router: Router, pending: Expirati
     return routed.due_by(clock) or router.may_set_expiration_from(facts.addresses)
 
 
-def _expiring(in_play: DataFrame, clock_values: DataFrame) -> bool:
+def _expiring(in_play: DataFrame, clock_values: DataFrame, disabled: Sequence[str]) -> bool:
     """Some message in play expires by the lake clock (one action)."""
-    return not expiries(in_play, clock_values).isEmpty()
+    return not expiries(in_play, clock_values, disabled).isEmpty()
 
 
 def _holds(asked: list[Callable[[Created], DataFrame | None]], created: Created) -> bool:
