@@ -1,5 +1,5 @@
 """Random lakes: a broker.xml and a few dozen input rows drawn from a seed, routed by the
-job in one micro-batch, in small ones, and in two runs with the second half of the rows
+job in one micro-batch, in small ones, and in two runs with the rows after some instant
 appended between them (a restart); the lakes must hold the same tables (SPEC §5.6) and
 each must keep the SPEC's rules on its rows (:func:`check_lake`).
 
@@ -7,7 +7,8 @@ The fixed cases of ``tests/test_delivery_rules.py`` and ``tests/test_auto_create
 hold one workload each; these combine what they test at random: queue filters, anycast
 turns, diverts (exclusive, filtered, sharing a routing-name, with routing types, composite
 forwarding addresses), dead letters, expiries with every setting and ``--as-of``,
-auto-created queues, management rows by filter. ``tests/test_random_lakes.py`` runs a few seeds in ``make
+auto-created queues, consumers' events on dead-letter and expiry copies, management rows
+by filter. ``tests/test_random_lakes.py`` runs a few seeds in ``make
 test``; more, on their own::
 
     python -m tests.random_lakes 0 40
@@ -21,9 +22,11 @@ import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
+from routing.broker.ids import DEAD_LETTER, EXPIRY, copy_id_py
 from routing.broker.layout import address_of_source
 from routing.io.lake import Lake
 from tests.lakeio import at, rows
@@ -83,8 +86,9 @@ def case(seed: int) -> Case:
     )
     events = _events(r, queues)
     per_batch = r.choice([2, 3, 4, 6])
-    # drawn last, so that a seed's topology and rows stay those of earlier versions
+    # drawn after them, so that a seed keeps the topology and rows earlier versions drew
     as_of = r.choice([None, None, 700, 1500])  # amid the rows, or after them all
+    events = _in_time([*events, *_copy_deliveries(r, events)])
     times = [_time(row) for _, row in events]
     instants = [i for i in range(1, len(events)) if times[i - 1] < times[i]]
     return Case(seed, xml, events, per_batch, as_of, r.choice(instants or [len(events)]))
@@ -92,6 +96,40 @@ def case(seed: int) -> Case:
 
 def _time(row: dict[str, Any]) -> Any:
     return row["sent_at"] if "sent_at" in row else row["at"]
+
+
+def _in_time(events: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:
+    # stable: rows of one instant keep their order (a message before its own deliveries)
+    return sorted(events, key=lambda event: _time(event[1]))
+
+
+def _copy_deliveries(
+    r: random.Random, events: list[tuple[str, dict[str, Any]]]
+) -> list[tuple[str, dict[str, Any]]]:
+    """Consumers' ROLLBACKs and ACKs of the dead-letter and expiry copies a message rolled
+    back in a queue may have become (ids are known: SPEC §5.6), in the queues they may be
+    in; rejected when it did not."""
+    rolled_back = {  # the last ROLLBACK's time, ms after at(0)
+        (row["queue"], row["message_id"]): (row["at"] - at(0)) // timedelta(milliseconds=1)
+        for table, row in events
+        if table == "deliveries" and row["outcome"] == "ROLLBACK"
+    }
+    out = []
+    for (queue, message_id), last in sorted(rolled_back.items(), key=lambda item: item[0]):
+        if r.random() < 0.6:
+            continue
+        address = queue.rsplit(".", 1)[0]
+        if r.random() < 0.6:
+            copy = copy_id_py(message_id, DEAD_LETTER, queue, "DLA", None)
+            into = r.choice(["DLQ0", "DLQ1", f"DLQ.{address}"])
+        else:
+            copy = copy_id_py(message_id, EXPIRY, queue, "EXP", None)
+            into = r.choice(["EXPQ", "EXPQ2", f"EXP.{address}"])
+        t = last
+        for outcome in r.choice([["ROLLBACK"], ["ROLLBACK", "ROLLBACK"], ["ACK"]]):
+            t += r.choice([0, 10, 100, 400])
+            out.append(("deliveries", delivery(into, copy, outcome, t)))
+    return out
 
 
 def _queues(r: random.Random, address: str) -> tuple[list[str], list[str]]:

@@ -105,7 +105,7 @@ def filter_errors(filters: Iterable[str]) -> dict[str, str]:
     return errors
 
 
-def expiries(in_play: DataFrame, clock: DataFrame, disabled: Sequence[str] = ()) -> DataFrame:
+def expiries(in_play: DataFrame, clock: DataFrame, disabled: Sequence[str]) -> DataFrame:
     """An expiry event for each message in play whose expiration is due by the lake clock.
 
     :param clock: :func:`batch_values` with ``clock``.
