@@ -1,8 +1,9 @@
 """Random lakes (``tests/random_lakes.py``) routed in one batch, in small batches and in
-two runs: the same tables, and the SPEC's rules on each. Two seeds drawn for what they hold: diverts,
-a dead-letter address of two queues and both kinds of auto-created queue (40); diverts
-sharing a routing-name, an expiry address of two queues, send-to-dla-on-no-route and
-management rows (52). More seeds: ``python -m tests.random_lakes 0 100``."""
+two runs: the same tables, and the SPEC's rules on each. Two seeds drawn for what they
+hold: diverts, a dead-letter address of two queues and both kinds of auto-created queue
+(40); diverts sharing a routing-name, an expiry address of two queues,
+send-to-dla-on-no-route and management rows (52). More seeds: ``python -m
+tests.random_lakes 0 100``."""
 
 from __future__ import annotations
 
