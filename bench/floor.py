@@ -52,6 +52,18 @@ def _floor(*args: str) -> list[str]:
     return [sys.executable, "-m", "bench.floor", *args]
 
 
+def pending_rows(messages: DataFrame) -> DataFrame:
+    """The pass-through's ``queue_messages`` rows: each message PENDING in queue ``orders``,
+    with the columns the latency run's watcher reads (:class:`bench.watch.QueueWatcher`)."""
+    return messages.select(
+        "message_id",
+        F.lit("orders").alias("queue"),
+        F.lit(schemas.PENDING).alias(schemas.QUEUE_MESSAGES_PARTITION),
+        "sent_at",
+        "copy_reason",
+    )
+
+
 def pass_through(lake: Lake, trigger: str | None) -> None:
     """Stream ``addresses/orders`` into ``queue_messages`` as PENDING rows, one idempotent
     append a batch (``trigger`` None: ``--available-now``), as the job commits a small batch."""
@@ -61,14 +73,8 @@ def pass_through(lake: Lake, trigger: str | None) -> None:
     logs = TableLogs()
 
     def append(rows: DataFrame, batch_id: int) -> None:
-        entries = rows.select(
-            "message_id",
-            F.lit("orders").alias("queue"),
-            F.lit(schemas.PENDING).alias(schemas.QUEUE_MESSAGES_PARTITION),
-            "sent_at",
-        )
         storage.append(
-            entries,
+            pending_rows(rows),
             lake.queue_messages,
             app_id="bench-floor",
             txn_version=batch_id,
