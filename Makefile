@@ -11,7 +11,7 @@ LAKE ?= lake
 CONF ?= conf/broker.xml
 SPARK_JARS = $(PY) -c 'import pathlib, pyspark; print(pathlib.Path(pyspark.__file__).parent / "jars")'
 
-.PHONY: setup run test lint bench clean
+.PHONY: setup run test lint bench recorded-random clean
 
 setup: $(STAMP) $(JARS) $(LOCAL_FS) $(JOB_JAR) $(CLASS_ARCHIVE)
 
@@ -68,6 +68,12 @@ lint: setup
 
 bench: setup
 	$(PY) -m bench
+
+# Random scenarios recorded by a real Artemis broker, played on the job (tests/recorded_random.py).
+SEEDS ?= 1 21
+CASES ?= 4
+recorded-random: setup
+	$(PY) -m tests.recorded_random $(SEEDS) $(CASES)
 
 clean:
 	rm -rf $(LAKE) .pytest_cache spark-warehouse metastore_db jars/lib jars/build

@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
 from routing.broker.ids import copy_id_py
+from routing.broker.properties import LONG
 from routing.io.lake import Lake
 
 START = np.datetime64("2026-01-01T00:00:00", "us")
@@ -40,6 +41,7 @@ LOG = pa.schema(
         ("sent_at", pa.timestamp("us", tz="UTC")),
         ("priority", pa.int32()),
         ("properties", pa.map_(pa.string(), pa.string())),
+        ("property_types", pa.map_(pa.string(), pa.string())),
         ("body", pa.binary()),
         ("queue", pa.string()),
         ("outcome", pa.string()),
@@ -110,6 +112,10 @@ def traffic(messages: int, seed: int = 7) -> pa.Table:
         "sent_at": sent,
         "priority": np.where(orders & (amount > 900), 9, 4).astype(np.int32),
         "properties": properties,
+        # the producers type their numbers, as an Artemis client does (putLongProperty)
+        "property_types": [
+            [("amount", LONG)] if kind != "notifications" else None for kind in address
+        ],
         "body": [f'{{"n":{i}}}'.encode() for i in ids.tolist()],
     }
     events: list[dict[str, np.ndarray]] = []
@@ -201,10 +207,8 @@ def traffic(messages: int, seed: int = 7) -> pa.Table:
     end = sent[-1] if messages else START
     retry_at = end + np.timedelta64(60, "s")
     dead_letters = _copy_ids(ids[dead], "DEAD_LETTER", "payments", "payments.DLA")
-    retried = np.array(
-        [copy_id_py(int(d), "RETRY", "DLQ.payments", "payments", "payments") for d in dead_letters],
-        dtype=np.int64,
-    )
+    # payments is its address's own name: the copy is routed at the address (no to_queue)
+    retried = _copy_ids(dead_letters, "RETRY", "DLQ.payments", "payments")
     management = {
         "type": np.array(["management", "management"], object),
         "op": np.array(["RETRY", "MOVE"], object),

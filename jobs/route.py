@@ -183,7 +183,7 @@ class BatchRunner:
             read_events(self.spark, read),
             pending,
             self.storage.state(),
-            self.topology,
+            router.topology,
             router,
             scratch,
             as_of=batch_as_of(read, self.as_of),
@@ -197,11 +197,14 @@ class BatchRunner:
         return result, written
 
     def _router(self) -> Router:
-        """The router for the addresses in play; rebuilt only when a new address table appears."""
+        """The router for the addresses in play, over the topology of those addresses (each
+        may get a queue of its own: SPEC §4, auto-create-queues); rebuilt only when a new
+        address table appears."""
         found = (address_of_source(s) for s in self.lake.address_sources())
         addresses = tuple(a for a in found if a is not None)
         if self._routed_for != addresses:
-            self._router_cache, self._routed_for = Router(self.topology, addresses), addresses
+            topology = Topology(self.topology.config, addresses)
+            self._router_cache, self._routed_for = Router(topology, addresses), addresses
         assert self._router_cache is not None  # set above for these addresses
         return self._router_cache
 

@@ -16,6 +16,7 @@ if not SHARED.is_dir():  # a checkout outside the workplace carries its own copy
 
 LONGEST_FIRST = (
     "test_conformance.py",
+    "test_recorded_random.py",
     "test_faults.py",
     "test_notebooks.py",
     "test_auto_created_queues.py",
@@ -25,6 +26,7 @@ LONGEST_FIRST = (
     "test_delivery_rules.py",
     "test_audit.py",
     "test_routing_rules.py",
+    "test_artemis.py",
 )
 """The test files that take longest (from about one minute to ten of a full run's time),
 run first. ``make test``'s two workers take a file at a time (``--dist loadfile``, in this

@@ -5,7 +5,8 @@ The lake is one replay (``jobs.replay``) of a short log under a small broker.xml
 - 1 on ``orders`` rolls back twice: dead-lettered to ``DLA`` (C1), later retried by an
   operator back to ``orders`` (R1) and acknowledged there;
 - 2 on ``orders`` is diverted to ``orders.eu`` (D2); an operator sends D2 to the DLA (X2);
-- 3 on ``strays`` has no route: send-to-dla-on-no-route makes S3 on ``DLA``;
+- 3 on ``strays`` has no route: send-to-dla-on-no-route sends it on to ``DLA`` (S3, the
+  same message);
 - 4 on ``nowhere`` has no route and is dropped;
 - ``scratch`` has neither dead-letter nor expiry address: 6 (two rollbacks) and 5
   (expires) are dropped; ``lonely``'s addresses have no queue: 8 and 9 are dropped;
@@ -73,8 +74,8 @@ BROKER = """<configuration xmlns="urn:activemq">
 D2 = copy_id_py(2, "DIVERT", "orders-eu", "orders.eu", None)
 C1 = copy_id_py(1, "DEAD_LETTER", "orders", "DLA", None)
 X2 = copy_id_py(D2, "DEAD_LETTER", "orders.eu", "DLA", None)
-R1 = copy_id_py(C1, "RETRY", "DLQ", "orders", "orders")
-S3 = copy_id_py(3, "DEAD_LETTER", None, "DLA", None)
+R1 = copy_id_py(C1, "RETRY", "DLQ", "orders", None)  # a queue named as its address: no to_queue
+S3 = 3  # send-to-dla-on-no-route sends the message itself on
 E7 = copy_id_py(7, "EXPIRY", "orders", "ExpiryQueue", None)
 
 
@@ -239,6 +240,40 @@ def test_copies_of_finds_every_copy_of_a_producer_message(spark, lake):
         schema,
     )
     equal(audit.copies_of(lake.messages, lake.queue_messages, 2), diverted)
+    # send-to-dla-on-no-route sent 3 itself on: one hop, the same id, at the DLA
+    sent_on = spark.createDataFrame(
+        [
+            (0, 3, "strays", None, t(4), None, None, None, None),
+            (1, 3, "DLA", "DEAD_LETTER", t(4), "DLQ", "PENDING", 0, t(4)),
+        ],
+        schema,
+    )
+    equal(audit.copies_of(lake.messages, lake.queue_messages, 3), sent_on)
+
+
+def test_properties_of_shows_each_property_with_its_type(spark, lake):
+    """A typed property with its type, an untyped one as ``untyped`` (the log's 7 sends
+    ``region`` as a string: untyped); the copies' breadcrumbs are typed."""
+    equal(
+        audit.properties_of(lake.messages, 7),
+        spark.createDataFrame(
+            [("orders", "region", "US", "untyped")],
+            "address string, name string, value string, type string",
+        ),
+    )
+    crumbs = audit.properties_of(lake.messages, E7).where(F.col("name").startswith("_AMQ_"))
+    equal(
+        crumbs,
+        spark.createDataFrame(
+            [
+                ("ExpiryQueue", "_AMQ_ACTUAL_EXPIRY", str(int(t(12).timestamp() * 1000)), "long"),
+                ("ExpiryQueue", "_AMQ_ORIG_ADDRESS", "orders", "string"),
+                ("ExpiryQueue", "_AMQ_ORIG_MESSAGE_ID", "7", "long"),
+                ("ExpiryQueue", "_AMQ_ORIG_QUEUE", "orders", "string"),
+            ],
+            "address string, name string, value string, type string",
+        ),
+    )
 
 
 def message(message_id, address, properties, copy_reason=None, sent_at=None) -> tuple:

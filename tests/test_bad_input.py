@@ -172,6 +172,38 @@ BAD_SENDS = [
         "priority-of-an-id-used-later", "priority 42 is not in 0-9", 12, "a/b", 11, priority=42
     ),
     bad_message("copy-reason", "copy_reason is set", 105, ms=105, copy_reason="DIVERT"),
+    bad_message(
+        "property-type-unknown",
+        "property_types: unknown type 'int' of 'n'; expected one of boolean, byte, short,",
+        111,
+        ms=111,
+        properties=[("n", "1")],
+        property_types=[("n", "int")],
+    ),
+    bad_message(
+        "property-text-not-of-its-type",
+        "property_types: 'n' is typed long but its value '1.5' does not read as one",
+        112,
+        ms=112,
+        properties=[("n", "1.5")],
+        property_types=[("n", "long")],
+    ),
+    bad_message(
+        "property-out-of-range",
+        "property_types: 'n' is typed byte but its value '300' does not read as one",
+        113,
+        ms=113,
+        properties=[("n", "300")],
+        property_types=[("n", "byte")],
+    ),
+    bad_message(
+        "property-type-of-no-property",
+        "property_types: 'm' is typed boolean but the message has no such property",
+        114,
+        ms=114,
+        properties=[("n", "1")],
+        property_types=[("m", "boolean")],
+    ),
     bad_message("to-queue", "to_queue is set", 106, ms=106, to_queue="orders"),
     bad_message("id-too-big", "is outside [0, 2^62)", 2**62, ms=107),
     bad_message("id-negative", "message_id -5 is outside [0, 2^62)", -5, ms=108),
@@ -281,7 +313,7 @@ BAD_MANAGEMENT = [
     ),
     bad_management(
         "retry-without-origin",
-        "RETRY: the message has no _AMQ_ORIG_QUEUE",
+        "RETRY: the message has no _AMQ_ORIG_ADDRESS, or no _AMQ_ORIG_QUEUE naming an",
         management("RETRY", "orders", 5, ms=9207),
         iso(9207),
     ),
@@ -753,10 +785,10 @@ def test_an_unescaped_unicode_table_folder_does_not_stop_the_job(spark, tmp_path
 
 @pytest.mark.parametrize(
     "properties",
-    [[1, 2], "x", {"a": 1}, {"a": {"b": "c"}}],
-    ids=["array", "string", "number-value", "object-value"],
+    [[1, 2], "x", {"a": [1]}, {"a": {"b": "c"}}, {"a": {"type": "long", "value": [1]}}],
+    ids=["array", "string", "list-value", "object-value", "typed-list-value"],
 )
-def test_replay_log_properties_that_are_not_a_string_map_are_rejected(spark, tmp_path, properties):
+def test_replay_log_properties_that_are_not_typed_values_are_rejected(spark, tmp_path, properties):
     line = {
         "type": "send",
         "address": "orders",
@@ -768,7 +800,8 @@ def test_replay_log_properties_that_are_not_a_string_map_are_rejected(spark, tmp
     log.write_text(json.dumps(line) + "\n", encoding="utf-8")
     loaded = replay.load(spark, [str(log)])
     assert [r.reason for r in loaded.rejected.collect()] == [
-        "line 1: properties is not a map of strings"
+        "line 1: properties is not an object of strings, numbers, booleans or "
+        '{"type": ..., "value": ...} values'
     ]
 
 

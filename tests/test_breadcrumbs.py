@@ -23,6 +23,8 @@ from routing.plan.breadcrumbs import (
     ORIG_MESSAGE_ID,
     ORIG_QUEUE,
     ORIG_ROUTING_TYPE,
+    breadcrumb_types,
+    breadcrumb_types_py,
     rebuild_breadcrumbs,
     rebuild_breadcrumbs_native,
     rebuild_breadcrumbs_py,
@@ -503,3 +505,77 @@ def test_chains_hop_by_hop_through_the_udf(spark, chains):
     for (props, clean, hops), final in zip(chains, states, strict=True):
         if clean:
             assert final == _expected_after(props, hops)
+
+
+# --------------------------------------------------------------------------------------
+# Property types of a copy (SPEC §3.1): breadcrumbs typed, moved values keep their type
+# --------------------------------------------------------------------------------------
+
+
+def test_types_follow_the_history_and_type_the_new_breadcrumbs():
+    """A typed ``_AMQ_ORIG_MESSAGE_ID`` (``long``) moves to ``_0`` with its type; an untyped
+    ``_AMQ_ORIG_ADDRESS`` moves untyped; the new breadcrumbs are ``string`` and ``long``; an
+    application property keeps its own; a replaced ``_AMQ_ORIG_ROUTING_TYPE`` is a string."""
+    props = {A: "a", M: "1", RT: "ANYCAST", "n": "7", "s": "x"}
+    types = {M: "long", RT: "byte", "n": "integer"}
+    rebuilt = rebuild_breadcrumbs_py(props, "b", "q", 2, "MULTICAST")
+    assert breadcrumb_types_py(props, types, rebuilt, "MULTICAST") == {
+        "n": "integer",
+        f"{M}_0": "long",
+        A: "string",
+        Q: "string",
+        M: "long",
+        RT: "string",
+    }
+    kept = rebuild_breadcrumbs_py(props, "b", None, 2, None)  # send-to-dla-on-no-route
+    assert breadcrumb_types_py(props, types, kept, None) == {
+        "n": "integer",
+        RT: "byte",
+        f"{M}_0": "long",
+        A: "string",
+        M: "long",
+    }
+
+
+@settings(
+    max_examples=8,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    st.lists(
+        st.tuples(
+            _chain(max_hops=1),
+            st.dictionaries(
+                st.sampled_from([A, Q, M, RT, "n", "x"]),
+                st.sampled_from([None, "long", "string", "short"]),
+            ),
+        ),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_types_in_spark_equal_the_reference(spark, cases):
+    """:func:`breadcrumb_types` over the rebuilt maps equals :func:`breadcrumb_types_py`."""
+    rows = []
+    for (props, _clean, hops), types in cases:
+        hop = hops[0] if hops else ("a", "q", 1, None)
+        rebuilt = rebuild_breadcrumbs_py(props, *hop)
+        rows.append((_entries(props), _entries(types), _entries(rebuilt), hop[3]))
+    frame = spark.createDataFrame(
+        rows,
+        "p array<struct<k:string,v:string>>, t array<struct<k:string,v:string>>, "
+        "r array<struct<k:string,v:string>>, rt string",
+    ).select(
+        *[F.map_from_entries(c).alias(c) for c in ("p", "t", "r")],
+        "rt",
+        F.monotonically_increasing_id().alias("i"),
+    )
+    got = frame.select("i", F.map_entries(breadcrumb_types("p", "t", "r", "rt")).alias("out"))
+    by_row = {r.i: {e["key"]: e["value"] for e in r.out} for r in got.collect()}
+    for ((props, _clean, hops), types), (_, found) in zip(
+        cases, sorted(by_row.items()), strict=True
+    ):
+        hop = hops[0] if hops else ("a", "q", 1, None)
+        rebuilt = rebuild_breadcrumbs_py(props, *hop)
+        assert found == breadcrumb_types_py(props, types, rebuilt, hop[3]), (props, types, hop)

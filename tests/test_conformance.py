@@ -1,4 +1,5 @@
-"""Every conformance scenario of ../shared/conformance passes against the real job.
+"""Every conformance scenario of ../shared/conformance, and every one of tests/scenarios,
+passes against the real job.
 
 The selected scenarios run in worker threads, two at a time, each in its own
 lake and its own session; every scenario is still its own test and reports its
@@ -21,7 +22,12 @@ import pytest
 from tests.conformance import Scenario, load
 from tests.conftest import SHARED
 
-SCENARIOS = sorted((SHARED / "conformance").glob("*.json"))
+SCENARIOS = [
+    *sorted((SHARED / "conformance").glob("*.json")),
+    # the project's own, for behaviours the public ones do not show (tests/test_artemis.py
+    # plays both on a real broker)
+    *sorted((Path(__file__).resolve().parent / "scenarios").glob("*.json")),
+]
 CONCURRENT = 2  # two cores: scenarios are mostly driver latency, and overlap well
 
 

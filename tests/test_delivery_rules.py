@@ -524,9 +524,9 @@ SAME_EVENTS: list[tuple[str, dict[str, Any]]] = [
     ("orders", message(2, "orders", 10, expiration=35)),  # o2, audit; expires at 35
     ("orders", message(3, "orders", 20, routing_type="ANYCAST")),  # o1 only
     ("deliveries", delivery("o1", 1, "ROLLBACK", 30)),  # redelivery at 130
-    ("deliveries", delivery("o1", 1, "ROLLBACK", 40)),  # second attempt: to DLQ
-    ("management", {"op": "RETRY", "queue": "DLQ", "message_id": D1, "at": at(50)}),
-    ("orders", message(4, "orders", 60, properties=EU)),  # o2 (turn), audit, taps
+    ("deliveries", delivery("o1", 1, "ROLLBACK", 140)),  # second attempt: to DLQ
+    ("management", {"op": "RETRY", "queue": "DLQ", "message_id": D1, "at": at(150)}),
+    ("orders", message(4, "orders", 160, properties=EU)),  # o2 (turn), audit, taps
 ]
 TABLE_KEYS = {
     "queue_messages": ["queue", "message_id"],

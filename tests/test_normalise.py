@@ -67,6 +67,65 @@ def python_time(text: str) -> int | None:
     return micros(moment) if moment.tzinfo is not None else None
 
 
+TYPED_CASES = [
+    # (properties, property_types, reason or None)
+    ({"n": "7", "s": "x"}, {"n": "long", "s": "string"}, None),
+    ({"f": "TRUE", "d": "1.0E20", "g": "NaN", "h": "-Infinity"}, None, None),
+    ({"f": "TRUE", "d": "1.0E20", "g": "NaN"}, {"f": "boolean", "d": "double", "g": "float"}, None),
+    ({"n": "-128", "m": "32767", "k": "+5"}, {"n": "byte", "m": "short", "k": "integer"}, None),
+    ({"n": "7"}, {"n": None}, None),  # a null type: untyped
+    ({"n": None}, {"n": "long"}, None),  # a typed null
+    (
+        {"n": "7x"},
+        {"n": "long"},
+        "property_types: 'n' is typed long but its value '7x' does not read as one",
+    ),
+    (
+        {"n": "128"},
+        {"n": "byte"},
+        "property_types: 'n' is typed byte but its value '128' does not read as one",
+    ),
+    ({"n": "2147483648"}, {"n": "integer"}, "its value '2147483648' does not read as one"),
+    (
+        {"b": "yes"},
+        {"b": "boolean"},
+        "property_types: 'b' is typed boolean but its value 'yes' does not",
+    ),
+    ({"d": "1,5"}, {"d": "double"}, "'d' is typed double but its value '1,5' does not read as one"),
+    (
+        {"n": "1"},
+        {"n": "int"},
+        "property_types: unknown type 'int' of 'n'; expected one of boolean,",
+    ),
+    # the first entry by key names the reason
+    ({"n": "1"}, {"b": "int", "a": "long"}, "'a' is typed long but the message has no such"),
+    ({"n": "1"}, {"m": "long"}, "property_types: 'm' is typed long but the message has no such"),
+]
+
+
+@pytest.mark.parametrize(("properties", "types", "reason"), TYPED_CASES)
+def test_property_types_are_checked(spark, tmp_path, properties, types, reason):
+    """A typed value must read as its type (SPEC §3.1); the first entry in key order that
+    does not names the row's reason."""
+    table = pa.table(
+        {
+            "message_id": [1],
+            "address": ["orders"],
+            "sent_at": [T0],
+            "properties": pa.array([list(properties.items())], schemas.STRING_MAP),
+            "property_types": pa.array(
+                [None if types is None else list(types.items())], schemas.STRING_MAP
+            ),
+        }
+    )
+    rows, _ = read(spark, tmp_path, table)
+    (found,) = normalise(rows, "addresses/orders").select("error").collect()
+    if reason is None:
+        assert found.error is None
+    else:
+        assert found.error is not None and reason in found.error, found.error
+
+
 def test_a_well_typed_message_table_passes_through_unchanged(spark, tmp_path):
     sent = [T0, T0 + dt.timedelta(microseconds=1_500)]
     table = pa.table(
@@ -79,7 +138,8 @@ def test_a_well_typed_message_table_passes_through_unchanged(spark, tmp_path):
             "priority": pa.array([4, None], pa.int32()),
             "durable": [True, None],
             "user_id": ["u", None],
-            "properties": pa.array([[("k", "v")], None], schemas.STRING_MAP),
+            "properties": pa.array([[("k", "v"), ("n", "7")], None], schemas.STRING_MAP),
+            "property_types": pa.array([[("n", "long")], None], schemas.STRING_MAP),
             "body": [b"\x00\x01", None],
             "copy_reason": [None, None],
             "to_queue": [None, None],
@@ -96,6 +156,7 @@ def test_a_well_typed_message_table_passes_through_unchanged(spark, tmp_path):
     position = {"source": "addresses/orders", "version": VERSION, "file": file}
     values = [{n: table.column(n)[i].as_py() for n in table.column_names} for i in range(2)]
     values[0]["properties"] = dict(values[0]["properties"])
+    values[0]["property_types"] = dict(values[0]["property_types"])
     expected = events(spark, [{**position, "row": i, **v} for i, v in enumerate(values)])
     assert_df_equality(actual.orderBy("row"), expected.orderBy("row"), ignore_nullable=True)
 

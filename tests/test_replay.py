@@ -162,6 +162,78 @@ def test_a_parquet_log_loads_like_the_same_json_lines(spark, tmp_path):
     assert_df_equality(tables(parquet), tables(log), ignore_row_order=False, ignore_nullable=True)
 
 
+def test_property_values_carry_their_types_into_the_lake(spark, tmp_path):
+    """A JSON value's type goes to ``property_types`` (a string stays untyped), with its
+    text in Java's form; a record's ``property_types`` adds or overrides types; a Parquet
+    log's ``property_types`` column goes as it is (docs/REPLAY.md)."""
+    line = {
+        "type": "send",
+        "address": "orders",
+        "message_id": 1,
+        "sent_at": "2026-01-01T00:00:00Z",
+        "properties": {
+            "region": "EU",
+            "qty": 3,
+            "price": 2.5,
+            "big": 1e20,
+            "express": True,
+            "code": "007",
+            "small": {"type": "short", "value": "7"},
+            "ratio": {"type": "float", "value": 0.5},
+        },
+        "property_types": {"code": "string"},
+    }
+    log = write_lines(tmp_path / "log.jsonl", [json.dumps(line)])
+    parquet = tmp_path / "log.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "type": ["send"],
+                "address": ["orders"],
+                "message_id": pa.array([2], pa.int64()),
+                "sent_at": pa.array(
+                    [dt.datetime(2026, 1, 1, tzinfo=UTC)], pa.timestamp("us", "UTC")
+                ),
+                "properties": pa.array([[("qty", "4")]], pa.map_(pa.string(), pa.string())),
+                "property_types": pa.array(
+                    [[("qty", "integer")]], pa.map_(pa.string(), pa.string())
+                ),
+            }
+        ),
+        parquet,
+    )
+    loaded = replay.load(spark, [str(log), str(parquet)])
+    found = {
+        r.message_id: (dict(r.properties), dict(r.property_types or {}))
+        for r in loaded.records.collect()
+    }
+    assert found == {
+        1: (
+            {
+                "region": "EU",
+                "qty": "3",
+                "price": "2.5",
+                "big": "1.0E20",
+                "express": "true",
+                "code": "007",
+                "small": "7",
+                "ratio": "0.5",
+            },
+            {
+                "qty": "long",
+                "price": "double",
+                "big": "double",
+                "express": "boolean",
+                "code": "string",
+                "small": "short",
+                "ratio": "float",
+            },
+        ),
+        2: ({"qty": "4"}, {"qty": "integer"}),
+    }
+    assert loaded.rejected.count() == 0
+
+
 def test_a_short_replay_counts_the_logs_records_and_the_lakes_rows(spark, tmp_path):
     """``jobs.replay`` starts a short run's JVM (C1 only, session.SHORT_RUN_JAVA_OPTIONS)
     when the logs and the lake's input so far are one small batch at most."""

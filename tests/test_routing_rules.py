@@ -51,7 +51,13 @@ from tests.lakeio import at
 # --------------------------------------------------------------------------------------
 
 ROUTER_INPUT = pa.schema(
-    [*schemas.MESSAGE, ("_hops", pa.int32()), ("_dla_hint", pa.bool_()), ("_source", pa.string())]
+    [
+        *schemas.MESSAGE,
+        ("_hops", pa.int32()),
+        ("_dla_hint", pa.bool_()),
+        ("_source", pa.string()),
+        ("_session", pa.bool_()),
+    ]
 )
 """What :meth:`Router.route` takes: message columns + ``routing.plan.router.INTERNAL``."""
 
@@ -103,6 +109,7 @@ def router_input(spark: SparkSession, rows: Iterable[Mapping[str, Any]]) -> Data
             "_hops": 0,
             "_dla_hint": False,
             "_source": address_source(r["address"]),
+            "_session": True,  # producers' rows
             **r,
         }
         for r in rows
@@ -175,6 +182,8 @@ RULES_XML = """
   <address-setting match="nr.dla"><dead-letter-address>nr.DLA</dead-letter-address>
     <send-to-dla-on-no-route>true</send-to-dla-on-no-route></address-setting>
   <address-setting match="nr.void"><dead-letter-address>nr.VOID</dead-letter-address>
+    <send-to-dla-on-no-route>true</send-to-dla-on-no-route></address-setting>
+  <address-setting match="nr.filtered"><dead-letter-address>nr.DLA</dead-letter-address>
     <send-to-dla-on-no-route>true</send-to-dla-on-no-route></address-setting>
   <address-setting match="xp.none"><no-expiry>true</no-expiry></address-setting>
   <address-setting match="xp.delay"><expiry-delay>1000</expiry-delay></address-setting>
@@ -261,7 +270,8 @@ Q_XML = """
 RED = {"color": "red"}
 
 # Address q: rows in (sent_at, message_id) turn order 502, 501, 503, (504), 505 | 506, 507.
-# q.a1 takes only red rows; a MULTICAST row (504) takes no anycast turn.
+# q.a1 takes only red rows; a MULTICAST row (504) uses an anycast turn up (it enters no
+# anycast queue: Artemis's BindingsImpl.getNextBinding, SPEC §5.2 step 2).
 Q_ROWS = [
     message(502, "q", 1),
     message(501, "q", 2, properties=RED),
@@ -276,9 +286,10 @@ Q_ENTRIES = [
     ("q.a2", 502),  # position 0 is q.a1, which takes red rows only: skipped
     ("q.a3", 501),  # same instant as 503, smaller id: its turn comes first
     ("q.a1", 503),
-    ("q.a2", 505),
-    ("q.a3", 506),
-    ("q.a1", 507),
+    # 504, MULTICAST, takes q.a2's turn and does not enter it
+    ("q.a3", 505),
+    ("q.a2", 506),  # q.a1 takes red rows only: skipped
+    ("q.a3", 507),
     # multicast: every row whose routing type is MULTICAST or null, if the filter matches
     ("q.m1", 501),
     ("q.m1", 502),
@@ -308,7 +319,7 @@ RULE_ROWS = [
     message(403, "rt"),
     # queues
     *Q_ROWS,
-    # MOVE / RETRY copies: to_queue only
+    # MOVE copies: to_queue only; a RETRY copy meets the exclusive divert first
     message(601, "mv", copy_reason="MOVE", to_queue="mv.q1"),
     message(602, "mv", copy_reason="RETRY", to_queue="mv.q2"),
     message(603, "mv"),
@@ -530,29 +541,37 @@ def test_divert_hop_guard(routed):
 def test_multicast_queues_all_anycast_one_in_turn(routed):
     """Every matching MULTICAST queue; one ANYCAST queue, in turn in (sent_at, message_id)
     order, only among queues whose filter matches; the row's routing type picks the kinds
-    (ANYCAST rows skip multicast queues, MULTICAST rows take no anycast turn)."""
+    (ANYCAST rows skip multicast queues, a MULTICAST row's anycast turn is used up)."""
     assert_rows(routed.queues("q."), "queue string, message_id long", Q_ENTRIES)
 
 
 def test_to_queue_copies_go_to_that_queue_only(routed):
-    """MOVE and RETRY copies enter their ``to_queue`` only: no divert (mv.d is exclusive),
-    no queue filter (mv.q1 wants red rows), no anycast turn."""
+    """A MOVE copy enters its ``to_queue`` only: no divert (mv.d is exclusive), no queue
+    filter (mv.q1 wants red rows), no anycast turn. A RETRY copy meets its address's
+    exclusive diverts first (Artemis's BindingsImpl.route): mv.d takes 602 to mv.out."""
     assert_rows(
         routed.queues("mv."),
         "queue string, message_id long",
-        [("mv.q1", 601), ("mv.q2", 602), ("mv.out.q", divert_copy(603, "mv.d", "mv.out"))],
+        [
+            ("mv.q1", 601),
+            ("mv.out.q", divert_copy(602, "mv.d", "mv.out")),
+            ("mv.out.q", divert_copy(603, "mv.d", "mv.out")),
+        ],
     )
     assert_rows(
         routed.copies_from("mv."),
         "parent long, divert string, address string, message_id long, routing_type string",
-        [(603, "mv.d", "mv.out", divert_copy(603, "mv.d", "mv.out"), None)],
+        [
+            (602, "mv.d", "mv.out", divert_copy(602, "mv.d", "mv.out"), None),
+            (603, "mv.d", "mv.out", divert_copy(603, "mv.d", "mv.out"), None),
+        ],
     )
 
 
 def test_positions_after_the_rows(routed):
     """Where each round-robin group stands after the rows (the job state): a group no row
     took a turn in (anycast:mv: only to_queue and diverted rows) is not recorded."""
-    assert positions_of(routed.positions) == {"anycast:q": 1, "divert:rr:grp": 1}
+    assert positions_of(routed.positions) == {"anycast:q": 0, "divert:rr:grp": 1}
 
 
 def test_every_entry_is_journalled_once(routed):
@@ -571,11 +590,11 @@ def test_every_entry_is_journalled_once(routed):
 
 
 def test_no_route_is_dropped_or_dead_lettered(routed):
-    """No queue and no divert: DROPPED with NO_ROUTE; with send-to-dla-on-no-route a
-    DEAD_LETTER copy goes to the DLA (no _AMQ_ORIG_QUEUE) and one that finds no route
-    there is dropped, not dead-lettered again."""
-    to_dlq = copy_id_py(703, DEAD_LETTER, None, "nr.DLA", None)
-    to_void = copy_id_py(704, DEAD_LETTER, None, "nr.VOID", None)
+    """No queue and no divert: DROPPED with NO_ROUTE; with send-to-dla-on-no-route the
+    message itself goes to the DLA (same id, no _AMQ_ORIG_QUEUE, no routing type), and
+    one that finds no route there is dropped, not dead-lettered again; an address with a
+    queue that refuses the row (nr.filtered) drops it whatever its settings say."""
+    to_dlq, to_void = 703, 704  # the messages themselves go on
 
     def dropped(message_id: int, address: str) -> tuple:
         return (at(0), None, message_id, "DROPPED", 0, {"reason": "NO_ROUTE", "address": address})
@@ -592,11 +611,11 @@ def test_no_route_is_dropped_or_dead_lettered(routed):
                 dropped(702, "nr.filtered"),
                 dead_lettered(703, "nr.DLA", to_dlq),
                 dead_lettered(704, "nr.VOID", to_void),
-                dropped(to_void, "nr.VOID"),
+                dropped(704, "nr.VOID"),
             ],
             JOURNAL_ROWS,
         ),
-        order_by=["message_id"],
+        order_by=["message_id", "event"],
         ignore_nullable=True,
     )
     copies = routed.copies.where(F.col("copy_reason") == DEAD_LETTER)
@@ -658,7 +677,8 @@ def test_anycast_turn_is_carried_across_micro_batches(spark):
     second = [r for r in Q_ROWS if r["sent_at"] > at(3)]
     with route(router, router_input(spark, first), {}) as one:
         state = JobState(positions=positions_of(one.positions))
-        assert state.positions == {"anycast:q": 2}  # after 502, 501, 503, 505: q.a3 is next
+        # after 502, 501, 503, 504 (a turn used up), 505 (q.a3): q.a1 is next
+        assert state.positions == {"anycast:q": 0}
         carried = JobState.from_json(state.to_json())  # as committed with queue_messages
         with route(router, router_input(spark, second), carried.positions) as two:
             assert_rows(
@@ -666,7 +686,7 @@ def test_anycast_turn_is_carried_across_micro_batches(spark):
                 "queue string, message_id long",
                 Q_ENTRIES,
             )
-            assert positions_of(two.positions) == {"anycast:q": 1}
+            assert positions_of(two.positions) == {"anycast:q": 0}
 
 
 def test_copies_take_anycast_turns_where_they_arrive(spark):
@@ -850,7 +870,12 @@ def test_seed_example_divert_then_dead_letter(spark):
             "_AMQ_ORIG_MESSAGE_ID_0": "123",
         }
 
-        def row(mid, address, t, props_, reason, queue, status, count, status_t):
+        # the breadcrumbs are typed, a moved one keeping its type (SPEC §3.1)
+        crumbs = {"_AMQ_ORIG_ADDRESS": "string", "_AMQ_ORIG_QUEUE": "string"}
+        crumbs["_AMQ_ORIG_MESSAGE_ID"] = "long"
+        moved = {f"{k}_0": v for k, v in crumbs.items()}
+
+        def row(mid, address, t, props_, types, reason, queue, status, count, status_t):
             return (
                 mid,
                 address,
@@ -861,6 +886,7 @@ def test_seed_example_divert_then_dead_letter(spark):
                 None,
                 None,
                 props_,
+                types,
                 None,
                 reason,
                 None,
@@ -872,12 +898,27 @@ def test_seed_example_divert_then_dead_letter(spark):
                 at(status_t),
             )
 
+        def copy_row(mid, address, t, props_, types, reason):
+            nulls = (None,) * 4  # expiration, priority, durable, user_id
+            return (mid, address, None, at(t), *nulls, props_, types, None, reason, None)
+
         assert_rows_equal(
             result.queue_rows.drop("_file"),
             spark.createDataFrame(
                 [
-                    row(i456, "B", 0, in_b, DIVERT, "X", "DEAD_LETTERED", 1, 10),
-                    row(i789, "DLA", 10, in_dla, DEAD_LETTER, "DLQ", "PENDING", 0, 10),
+                    row(i456, "B", 0, in_b, crumbs, DIVERT, "X", "DEAD_LETTERED", 1, 10),
+                    row(
+                        i789,
+                        "DLA",
+                        10,
+                        in_dla,
+                        crumbs | moved,
+                        DEAD_LETTER,
+                        "DLQ",
+                        "PENDING",
+                        0,
+                        10,
+                    ),
                 ],
                 QUEUE_ROWS,
             ),
@@ -919,21 +960,8 @@ def test_seed_example_divert_then_dead_letter(spark):
             result.copies,
             spark.createDataFrame(
                 [
-                    (i456, "B", None, at(0), None, None, None, None, in_b, None, DIVERT, None),
-                    (
-                        i789,
-                        "DLA",
-                        None,
-                        at(10),
-                        None,
-                        None,
-                        None,
-                        None,
-                        in_dla,
-                        None,
-                        DEAD_LETTER,
-                        None,
-                    ),
+                    copy_row(i456, "B", 0, in_b, crumbs, DIVERT),
+                    copy_row(i789, "DLA", 10, in_dla, crumbs | moved, DEAD_LETTER),
                 ],
                 MESSAGE_ROWS,
             ),

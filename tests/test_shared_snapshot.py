@@ -12,8 +12,13 @@ UPSTREAM = HERE.parents[1] / "shared"
 
 
 @pytest.mark.skipif(not UPSTREAM.is_dir(), reason="no ../shared beside this checkout")
-@pytest.mark.parametrize("folder", ["", "conformance", "fixtures"])
+@pytest.mark.parametrize("folder", ["", "conformance", "fixtures", "artemis"])
 def test_vendored_contract_matches_upstream(folder):
-    upstream = {p.name: p.read_bytes() for p in (UPSTREAM / folder).iterdir() if p.is_file()}
-    vendored = {p.name: p.read_bytes() for p in (VENDORED / folder).iterdir() if p.is_file()}
+    upstream = _files(UPSTREAM / folder, recursive=folder == "artemis")
+    vendored = _files(VENDORED / folder, recursive=folder == "artemis")
     assert vendored == upstream, f"tests/shared/{folder} is stale: copy ../shared/{folder} again"
+
+
+def _files(folder: Path, *, recursive: bool) -> dict[str, bytes]:
+    found = folder.rglob("*") if recursive else folder.iterdir()
+    return {str(p.relative_to(folder)): p.read_bytes() for p in found if p.is_file()}

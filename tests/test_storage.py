@@ -50,7 +50,9 @@ def queue_row(
     (``expiration``: conformance time, :func:`at`)."""
     sent = at(message_id)
     expires = None if expiration is None else at(expiration)
-    message = (message_id, "orders", "ANYCAST", sent, expires, 4, True, None, {}, b"x", None, None)
+    untyped = None  # property_types
+    message = (message_id, "orders", "ANYCAST", sent, expires, 4, True, None, {}, untyped, b"x")
+    message = (*message, None, None)
     return (*message, queue, status, 0, None, sent, sent)
 
 
@@ -597,7 +599,7 @@ def test_the_tables_the_job_creates_keep_statistics_on_their_ids_and_times(spark
     assert bounded_columns(lake.producer_ids) == {"message_id", "batch_id"}
 
     copies = local_frame(
-        spark, [queue_row(2, "PENDING")[:12]], schemas.spark_schema(schemas.MESSAGE)
+        spark, [queue_row(2, "PENDING")[:13]], schemas.spark_schema(schemas.MESSAGE)
     )
     dla, producers = lake.address_table("orders.DLA"), lake.address_table("orders")
     bounded = statistics_columns(layout.address_source("orders.DLA"))

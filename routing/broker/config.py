@@ -42,6 +42,7 @@ from routing.broker.validation import (
     validate_int,
     validate_long,
     validate_name,
+    validate_routing_type,
     validate_unique_names,
 )
 
@@ -376,6 +377,12 @@ _SETTING_ELEMENTS: dict[str, tuple[str, _Converter]] = {
     "expiry-queue-prefix": ("expiry_queue_prefix", _string),
     "expiry-queue-suffix": ("expiry_queue_suffix", _string),
     "send-to-dla-on-no-route": ("send_to_dla_on_no_route", validate_boolean),
+    "auto-create-addresses": ("auto_create_addresses", validate_boolean),
+    "auto-create-queues": ("auto_create_queues", validate_boolean),
+    # read and checked; a Core producer's message without a routing type creates nothing
+    # in Artemis (ServerSessionImpl.checkAutoCreate), so they change no routing here
+    "default-address-routing-type": ("default_address_routing_type", validate_routing_type),
+    "default-queue-routing-type": ("default_queue_routing_type", validate_routing_type),
 }
 
 

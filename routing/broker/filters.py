@@ -8,26 +8,98 @@ precedence, same parse-time checks (``ComparisonExpression.checkLessThanOperand`
 and friends), so a filter Artemis rejects is rejected here with a
 :class:`FilterSyntaxError`, and one it accepts parses to the same tree shape.
 
-Evaluation follows Artemis with ``convert_string_expressions`` on, because every
-property in the lake is a string (SPEC §3.1). Decisions where SPEC is silent:
+Evaluation (compiled by :mod:`routing.plan.filters`) is Artemis 2.44's
+(``ComparisonExpression``, ``UnaryExpression``, ``ArithmeticExpression``, ``LogicExpression``,
+``ConstantExpression``, ``FilterImpl.match``): every value has a Java class, and the class
+decides. ``tests/test_filters_artemis.py`` checks the compiler against Artemis's own code.
 
-- A string is numeric when it matches ``[+-]?(digits[.digits]|.digits)([eE][+-]?digits)?``:
-  an integer within the long range is a long, anything else a double (no spaces, NaN,
-  Infinity, hex or Java suffixes).
-- Long against long compares exactly (beyond 2^53 too); with a double on either side the
-  long is widened to a double, as Java does.
-- Number against a non-numeric string, and two properties of which only one is numeric:
-  UNKNOWN (SPEC; Artemis says FALSE). Two properties both numeric compare as numbers,
-  neither numeric as strings (``<``/``>`` lexicographic, like ``String.compareTo``).
-- A string literal compared with a string (``code = '007'``) is a string comparison.
-- Booleans: ``Boolean.valueOf`` (only "true", any case, is TRUE), also for an identifier
-  used as a condition; a boolean never equals a number (FALSE).
-- Arithmetic: long when both sides are integers, double otherwise; ``/`` and ``%`` always
-  double; a long overflow falls back to double arithmetic (Artemis wraps around); division
-  by zero and any non-numeric operand are UNKNOWN (Artemis concatenates ``'a' + x``).
-- ``x = NULL-property`` is UNKNOWN on both sides (Artemis: FALSE when only the right is null).
-- LIKE on a non-string is FALSE; IN on a non-string is UNKNOWN (as Artemis).
-- A blank filter is no filter (``FilterImpl.createFilter``); XPATH / XQUERY are refused.
+Values:
+
+- A typed property (``property_types``, SPEC §3.1) is the object its type names: Boolean
+  (``true``/``false``, any case), Byte, Short, Integer, Long, Float (the float nearest the
+  text: a float 0.1 is not the double 0.1), Double, String.
+- Literals: an integer is an Integer if it fits in an int, else a Long, else a BigDecimal,
+  except that a BigDecimal whose low 64 bits (``longValue``) fit in an int becomes that
+  Integer (``createFromDecimal``: ``18446744073709551616`` is the Integer 0); hex and octal
+  alike (beyond a long: refused); a literal with a point or an exponent is a Double. The
+  parser keeps ``-5`` a negation of 5, evaluated, so ``-2147483648`` is a Long and
+  ``-9223372036854775808`` a Long (negating that BigDecimal gives Long.MIN_VALUE).
+- Header fields (``FilterImpl.getHeaderFieldValue``, on this project's columns):
+  ``AMQPriority`` an Integer (null priority: 4), ``AMQTimestamp`` a Long (null ``sent_at``:
+  null), ``AMQExpiration`` a Long (null: 0), ``AMQDurable`` the String ``DURABLE`` or
+  ``NON_DURABLE`` (null durable: durable), ``AMQUserID`` / ``AMQAddress`` the String of
+  ``user_id`` / ``address``, or where that is null the property of that name (typed or
+  not). ``AMQSize``, ``AMQGroupID`` and any other name are properties.
+
+Comparisons (``compare``, ``doCreateEqual``):
+
+- Classes promote as ``compare``'s chain of ifs, asymmetries included: Byte meets
+  Short/Integer/Long as an integer, Float as a float, Double as a double; Short the same
+  but for Byte; Integer meets Long, Float, Double; Long takes an Integer, meets a Float as a
+  float (the long rounded to a float) and a Double as a double; Float takes an Integer or
+  Long as a float and meets a Double as a double; Double takes Integer, Long, Float. Any
+  other pair of classes is a mismatch, FALSE (not unknown): Integer vs Short, Long vs Byte,
+  Double vs Short, a String vs a number, a Boolean vs anything but a Boolean. One class:
+  ``compareTo`` (false < true; Float and Double put -0.0 below 0.0 and NaN equal to itself,
+  above everything; String by UTF-16 code units; BigDecimal by value).
+- ``=`` evaluates both sides: both null is TRUE, the left null NULL, the right null FALSE.
+  ``<>`` is NOT (``=``). ``<``, ``<=``, ``>``, ``>=``: NULL if the left is null (the right
+  is then not evaluated) or the right is. ``IS [NOT] NULL`` is never unknown; ``BETWEEN``
+  is ``x >= low AND x <= high``, ``NOT BETWEEN`` is ``x < low OR x > high``; NOT NULL is
+  NULL; AND / OR are three-valued.
+- LIKE on a non-String is FALSE; IN on a non-String is NULL; an identifier used as a
+  condition (``createBooleanCast``) is its Boolean, FALSE for any other class.
+
+Arithmetic (``ArithmeticExpression``, ``UnaryExpression.createNegate``):
+
+- ``+ - *`` in ints (32 bits, wrapping around) unless an operand is a Long (64 bits,
+  wrapping) or a Float or Double (doubles); Byte, Short and BigDecimal count as ints
+  (``intValue``). ``/`` and ``%`` always in doubles, Java's: x / ±0.0 is ±Infinity (NaN for
+  0 or NaN), x % 0.0 is NaN. ``+`` with a String on the left concatenates Java's
+  ``toString`` of the right (``'a' + 7.0`` is ``'a7.0'``, ``'a' + TRUE`` is ``'atrue'``);
+  any other operand that is not a Number throws.
+- Unary minus: an Integer or Long wraps (-MIN is MIN), a Float or Double flips its sign
+  (``-0.0``), a BigDecimal negates; a Short or Byte throws ("Don't know how to negate");
+  anything else is NULL.
+
+Exceptions: ``FilterImpl.match`` catches them, so a filter whose evaluation throws does not
+match (:func:`~routing.plan.filters.matches` is FALSE there, the three-valued
+``filter_column`` NULL). Artemis's evaluation order decides whether a throwing operand is
+reached: AND stops at its first FALSE operand, OR at its first TRUE, a comparison or an
+arithmetic operation skips its right side when the left is null, ``=`` evaluates both. So
+``a = 1 OR b - 1 > 0`` with a String ``b`` matches where ``a = 1`` and nowhere else.
+
+``convert_string_expressions:`` (:class:`ConvertStrings`): a String compared with a
+Boolean, Byte, ..., Double (on either side) is converted with ``Boolean.valueOf``,
+``Byte.valueOf``, ..., ``Double.valueOf``, and a NumberFormatException makes the comparison
+FALSE; a String operand of arithmetic is ``Double.valueOf`` when it contains a point, else
+``Long.valueOf``, and throws when that fails. Two approximations of Java's parsers: the
+integral ``valueOf`` take ASCII digits only (Java also takes other Unicode decimal digits),
+and ``Float/Double.valueOf`` take Java's decimal grammar (trimmed of characters up to
+U+0020, a sign, NaN, Infinity, digits with a point and an exponent, an f/F/d/D suffix) but
+not its hexadecimal one (``0x1p3``): such texts are a NumberFormatException here.
+
+Untyped properties, the lake's lenient rule (SPEC §3.1): an untyped value is a String,
+except where its counterpart asks for a number or a boolean:
+
+- against a number (a typed number, a numeric literal or header, an arithmetic result) or
+  another untyped value, it is a Long when its text is an integer in the long range, a
+  Double when it reads as ``[+-]?(digits[.digits]|.digits)([eE][+-]?digits)?`` (no spaces,
+  NaN, Infinity, hex or Java suffixes), and otherwise the String it is: a mismatch, FALSE
+  (with ``convert_string_expressions:``, converted as any String). So two untyped values
+  compare as numbers if both read as numbers, as strings if neither, and are FALSE if one
+  only; and an untyped integer meets a Short as a Long does (FALSE);
+- against a boolean: ``Boolean.valueOf`` (only "true", any case, is TRUE);
+- against a string (a literal, a typed string, a string header): a String;
+- in arithmetic (either side, and unary minus): the Long or Double it reads as, else a
+  String (``+`` with it on the left concatenates, anything else throws). An untyped integer
+  is a Long and wraps around as one: Artemis's arithmetic, chosen over the exact long
+  arithmetic falling back to doubles this lake had before typed properties;
+- LIKE and IN see the String; as a condition it is ``Boolean.valueOf``.
+
+Also: a type name outside the eight (normalise rejects such rows) gives an unspecified
+result; a blank filter is no filter (``FilterImpl.createFilter``); XPATH / XQUERY are
+refused (they need the body).
 
 Compiled Columns use ``pyspark.sql.functions`` only; user text never reaches SQL
 text, property names are literal map keys.
@@ -50,6 +122,7 @@ __all__ = [
     "Between",
     "BooleanLiteral",
     "Comparison",
+    "ConvertStrings",
     "Expression",
     "FilterSyntaxError",
     "Identifier",
@@ -63,6 +136,7 @@ __all__ = [
     "Or",
     "StringLiteral",
     "like_regex",
+    "like_regex_error",
     "parse_filter",
 ]
 
@@ -144,7 +218,10 @@ class StringLiteral(Expression):
 
 @dataclass(frozen=True)
 class NumberLiteral(Expression):
-    """An integer (long; beyond the long range it is used as a double) or a double literal."""
+    """An integer or a double literal, as written (the parser makes no negative ones: ``-5`` is
+    ``Negate(NumberLiteral(5))``, as in Artemis). Its Java class follows
+    ``ConstantExpression``: an integer is an Integer when it fits in an int, else a Long,
+    else a BigDecimal (see the module docstring); a literal with a point or an exponent is a Double."""
 
     value: int | float
 
@@ -189,7 +266,7 @@ class Identifier(Expression):
 
 @dataclass(frozen=True)
 class Negate(Expression):
-    """Unary minus (unary plus is dropped by the parser, as in Artemis)."""
+    """Unary minus, also of a literal (unary plus is dropped by the parser, as in Artemis)."""
 
     operand: Expression
 
@@ -199,7 +276,8 @@ class Negate(Expression):
 
 @dataclass(frozen=True)
 class Arithmetic(Expression):
-    """``+ - * / %``: long arithmetic for integers, double otherwise; ``/`` and ``%`` always double."""
+    """``+ - * / %`` (``ArithmeticExpression``): int, long or double arithmetic by the operands'
+    classes, ``/`` and ``%`` always double; ``+`` with a String on the left concatenates."""
 
     op: str
     left: Expression
@@ -305,6 +383,20 @@ class Or(Expression):
 
     def __str__(self) -> str:
         return f"({self.left} OR {self.right})"
+
+
+@dataclass(frozen=True)
+class ConvertStrings(Expression):
+    """A filter written with the ``convert_string_expressions:`` prefix (the root only).
+
+    Artemis then converts a String compared with a number or a boolean (``Integer.valueOf``
+    and friends) and a String operand of arithmetic (``Long.valueOf`` / ``Double.valueOf``).
+    """
+
+    operand: Expression
+
+    def __str__(self) -> str:
+        return f"convert_string_expressions:{self.operand}"
 
 
 #: Nodes Artemis types as ``BooleanExpression`` (valid operands of AND / OR / NOT).
@@ -420,6 +512,7 @@ class _Parser:
         while end > start and text[end - 1] <= " ":
             end -= 1
         hyphenated = False
+        self.convert = False
         matched = True
         while matched:
             matched = False
@@ -428,6 +521,8 @@ class _Parser:
                     start += len(prefix)
                     if option == "hyphenated":
                         hyphenated = value
+                    else:
+                        self.convert = value
                     matched = True
                     break
         self.tokens = _tokenize(text, start, end, hyphenated)
@@ -503,7 +598,8 @@ class _Parser:
         e, span = self.spanned(self.or_expr)
         if not self.at("EOF"):
             raise self.fail("an operator or end of input")
-        return self.as_boolean(e, span)
+        e = self.as_boolean(e, span)
+        return ConvertStrings(e) if self.convert else e
 
     def or_expr(self) -> Expression:
         left, lspan = self.spanned(self.and_expr)
@@ -567,14 +663,20 @@ class _Parser:
                 left = Comparison(op, left, right)
             elif self.at("LIKE"):
                 self.take()
+                ptok = self.peek()
                 pattern = self.string_literal()
                 escape = None
                 if self.at("ESCAPE"):
                     self.take()
                     etok = self.peek()
                     escape = self.string_literal()
-                    if len(escape) != 1:
+                    if len(escape.encode("utf-16-le")) != 2:  # one Java char
                         raise self.fail("a single-character ESCAPE string", etok)
+                problem = like_regex_error(pattern, escape)
+                if problem is not None:  # Pattern.compile throws in LikeExpression
+                    raise FilterSyntaxError(
+                        self.text, ptok.pos, "a LIKE pattern Java can compile", ptok.text
+                    )
                 left = Like(left, pattern, escape, negated)
             elif self.at("BETWEEN"):
                 self.take()
@@ -622,10 +724,7 @@ class _Parser:
             return self.unary_expr()  # Artemis returns the operand unchanged
         if self.at_op("-"):
             self.take()
-            operand = self.unary_expr()
-            if isinstance(operand, NumberLiteral):  # fold; also makes -9223372036854775808 a long
-                return NumberLiteral(-operand.value)
-            return Negate(operand)
+            return Negate(self.unary_expr())  # not folded: Artemis negates at evaluation
         if self.at("NOT"):
             self.take()
             operand, span = self.spanned(self.unary_expr)
@@ -707,39 +806,54 @@ def parse_filter(text: str) -> Expression:
 # --------------------------------------------------------------------------------------
 
 
-def like_regex(pattern: str, escape: str | None) -> str:
-    """The Java regex (for ``rlike``) that matches exactly what ``LIKE pattern ESCAPE escape`` matches.
+_LIKE_CONTROL = frozenset(".\\[]^$?*+{}|():&<>=!")
+"""The characters ``LikeExpression`` writes as ``\\x`` and their hex code."""
 
-    As Artemis: the escape character quotes the next character only when that is
-    ``_``, ``%`` or the escape character itself; elsewhere it is an ordinary
-    character. Every literal character that is not an ASCII letter or digit is
-    written ``\\x{hex}``, so no regex metacharacter survives.
+
+def like_regex(pattern: str, escape: str | None) -> str:
+    """The Java regex (for ``rlike``) of ``LIKE pattern ESCAPE escape``: the one Artemis's
+    ``LikeExpression`` builds, character for character (``(?s)`` for its DOTALL flag).
+
+    The escape character quotes the next character only when that is ``_``, ``%`` or the
+    escape character itself (elsewhere it is an ordinary character); a quoted character
+    and a regex metacharacter are written ``\\x`` and their hexadecimal code. Java's
+    ``\\x`` reads two hex digits, so Artemis's regex says something else for an escape
+    character quoting itself outside U+0010..U+00FF: with ESCAPE '€', ``€€`` is U+0020 then
+    "ac" (and below U+0010 the next character completes the code, or the filter is
+    refused: :func:`like_regex_error`). Spark's ``rlike`` is Java's regex too.
     """
     out = ["(?s)\\A"]
     i = 0
     n = len(pattern)
     while i < n:
         c = pattern[i]
-        if (
-            escape is not None
-            and c == escape
-            and i + 1 < n
-            and pattern[i + 1] in ("_", "%", escape)
-        ):
+        if c == escape and i + 1 < n and pattern[i + 1] in ("_", "%", c):
             i += 1
-            out.append(_regex_literal(pattern[i]))
+            out.append(f"\\x{ord(pattern[i]):x}")
         elif c == "%":
-            out.append(".*")
+            out.append(".*?")
         elif c == "_":
             out.append(".")
+        elif c in _LIKE_CONTROL:
+            out.append(f"\\x{ord(c):x}")
         else:
-            out.append(_regex_literal(c))
+            out.append(c)
         i += 1
     out.append("\\z")
     return "".join(out)
 
 
-def _regex_literal(c: str) -> str:
-    if c.isascii() and c.isalnum():
-        return c
-    return f"\\x{{{ord(c):x}}}"
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def like_regex_error(pattern: str, escape: str | None) -> str | None:
+    """Why Java cannot compile :func:`like_regex`'s regex (Artemis then refuses the
+    filter), or None: a ``\\x`` not followed by two hex digits (an escape character below
+    U+0010 quoting itself, before a character that is no hex digit)."""
+    regex = like_regex(pattern, escape)
+    i = regex.find("\\x")
+    while i >= 0:  # every backslash in the regex starts a sequence of like_regex's own
+        if not (regex[i + 2 : i + 3] in _HEX and regex[i + 3 : i + 4] in _HEX):
+            return f"an illegal hexadecimal escape in Artemis's regex {regex!r}"
+        i = regex.find("\\x", i + 2)
+    return None

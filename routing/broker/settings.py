@@ -209,6 +209,10 @@ class AddressSettings:
     expiry_queue_prefix: str = "EXP."
     expiry_queue_suffix: str = ""
     send_to_dla_on_no_route: bool = False
+    auto_create_addresses: bool = True
+    auto_create_queues: bool = True
+    default_address_routing_type: str = "MULTICAST"
+    default_queue_routing_type: str = "MULTICAST"
 
     def __post_init__(self) -> None:
         if self.max_redelivery_delay is None:
@@ -240,6 +244,10 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "expiry_queue_prefix": (str,),
     "expiry_queue_suffix": (str,),
     "send_to_dla_on_no_route": (bool,),
+    "auto_create_addresses": (bool,),
+    "auto_create_queues": (bool,),
+    "default_address_routing_type": (str,),
+    "default_queue_routing_type": (str,),
 }
 
 

@@ -4,8 +4,9 @@ The queues an auto-create setting can make (SPEC §5.4) are the closure of the
 configuration, computed once: as in Artemis (``QueueImpl.createResources``), a queue
 on address A whose settings auto-create resources can get ``<prefix>A<suffix>`` on
 A's dead-letter (expiry) address, a MULTICAST queue with the filter
-``_AMQ_ORIG_ADDRESS = 'A'``; not when A is that address itself, and not when a
-queue of that name already exists.
+``_AMQ_ORIG_ADDRESS = 'A'``, also when A is the dead-letter address itself (an expiry
+queue not: a queue on its own expiry address expires nothing, :attr:`Topology.expiry_disabled`),
+and not when a queue of that name already exists.
 
 Such a queue exists only from the moment Artemis creates it: the first dead letter
 (expiry) of a message of A (``QueueImpl.sendToDeadLetterAddress`` and
@@ -31,9 +32,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
-from routing.broker.config import MULTICAST, BrokerConfig, DivertConfig
+from routing.broker.config import ANYCAST, MULTICAST, BrokerConfig, DivertConfig
 from routing.broker.ids import DEAD_LETTER, EXPIRY
 from routing.broker.settings import AddressSettings
+
+ADDRESS = "ADDRESS"
+"""The kind of a queue created for an address (``Queue.auto_created``), beside the
+dead-letter and expiry resources (:data:`routing.broker.ids.DEAD_LETTER`, ``EXPIRY``)."""
 
 MESSAGE_RANK, EXPIRY_RANK, DELIVERY_RANK, MANAGEMENT_RANK = 0, 1, 2, 3
 RANKS = 4
@@ -61,7 +66,7 @@ class Queue:
     address: str
     routing_type: str
     filter: str | None = None
-    auto_created: str | None = None  # "DEAD_LETTER" | "EXPIRY" | None
+    auto_created: str | None = None  # "DEAD_LETTER" | "EXPIRY" | "ADDRESS" | None
     created_by: str | None = None
 
 
@@ -71,14 +76,22 @@ def quote(value: str) -> str:
 
 
 class Topology:
-    """The queues, diverts and settings of a broker configuration."""
+    """The queues, diverts and settings of a broker configuration, and the queues Artemis
+    would create for the addresses in play.
 
-    def __init__(self, config: BrokerConfig) -> None:
+    :param addresses: addresses beside the configuration's that messages are sent to
+        (the lake's address tables): each may get a queue named after it (:data:`ADDRESS`).
+    """
+
+    def __init__(self, config: BrokerConfig, addresses: Iterable[str] = ()) -> None:
         self.config = config
+        self.extra_addresses = frozenset(addresses)
         queues = {
             q.name: Queue(q.name, q.address, q.routing_type, q.filter)
             for q in config.queues.values()
         }
+        for queue in self._address_queues(queues):
+            queues[queue.name] = queue
         frontier = sorted({q.address for q in queues.values()})
         seen: set[str] = set()
         while frontier:
@@ -92,12 +105,33 @@ class Topology:
                     frontier.append(queue.address)
         self.queues: Mapping[str, Queue] = dict(sorted(queues.items()))
 
+    def _address_queues(self, declared: Mapping[str, Queue]) -> Iterable[Queue]:
+        """The queue Artemis creates for an ANYCAST message sent to an address without a
+        queue (``ServerSessionImpl.checkAutoCreate``, SPEC §4): named after the address,
+        ANYCAST, no filter, for each address a producer's message or a divert copy of one
+        can be sent to (the configuration's and :attr:`extra_addresses`) that has no
+        declared queue, whose settings auto-create queues (and the address, if
+        ``broker.xml`` does not declare it), and whose name no declared queue has."""
+        bound = {q.address for q in declared.values()}
+        candidates = set(self.config.addresses) | set(self.extra_addresses)
+        for divert in self.config.diverts:
+            candidates.add(divert.address)
+            candidates.update(divert.forwarding_addresses)
+        for address in sorted(candidates - bound):
+            settings = self.settings(address)
+            declared_address = address in self.config.addresses
+            if (
+                settings.auto_create_queues
+                and (declared_address or settings.auto_create_addresses)
+                and address not in declared
+            ):
+                yield Queue(address, address, ANYCAST, None, ADDRESS, address)
+
     def _resources(self, address: str) -> Iterable[Queue]:
         settings = self.settings(address)
-        if settings.auto_create_dead_letter_resources and settings.dead_letter_address not in (
-            None,
-            address,
-        ):
+        # also on the dead-letter address itself (Artemis 2.44's createDeadLetterResources
+        # does: a dead letter of a DLA's own queue creates DLQ.<DLA> there)
+        if settings.auto_create_dead_letter_resources and settings.dead_letter_address:
             yield Queue(
                 settings.dead_letter_queue_prefix + address + settings.dead_letter_queue_suffix,
                 settings.dead_letter_address,
@@ -208,7 +242,7 @@ class Topology:
     @cached_property
     def addresses(self) -> frozenset[str]:
         """Every address a copy can be sent to, plus the configured ones."""
-        names = set(self.config.addresses) | set(self.routed_addresses)
+        names = set(self.config.addresses) | set(self.routed_addresses) | self.extra_addresses
         for divert in self.config.diverts:
             names.update(divert.forwarding_addresses)
         for address in list(names):

@@ -112,6 +112,13 @@ def validate_divert_routing_type(value: str, divert: str) -> str:
     return value
 
 
+def validate_routing_type(value: str, where: str) -> str:
+    """ANYCAST or MULTICAST (case-sensitive: Artemis's ``RoutingType.valueOf``)."""
+    if value not in ("ANYCAST", "MULTICAST"):
+        raise ConfigError(f"{where}: unknown routing type '{value}'; expected ANYCAST or MULTICAST")
+    return value
+
+
 def validate_wildcard_characters(delimiter: str, any_words: str, single_word: str) -> None:
     """Each wildcard character is one character and the three differ.
 

@@ -132,6 +132,9 @@ TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 MERGE_MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
+MERGE_SCHEMA = "spark.databricks.delta.schema.autoMerge.enabled"
+"""A MERGE adds the columns its rows have and the table lacks, as an append with
+``mergeSchema`` does: a lake written before ``property_types`` existed gains it."""
 """Whether a MERGE copies its source into a local checkpoint first (Delta's ``auto``: any
 source that is not a Delta scan). The queue rows a batch merges are one already."""
 
@@ -678,11 +681,10 @@ class DeltaStorage:
         if not is_table(location):
             self._read = local_frame(spark, [], schemas.spark_schema(schemas.QUEUE_MESSAGE))
         else:
-            self._read = (
-                spark.read.format("delta")
-                .load(location)
-                .where(_in_pending())
-                .select(*schemas.QUEUE_MESSAGE.names)
+            # conformed: a table written before a column existed (property_types) lacks it
+            self._read = conform(
+                spark.read.format("delta").load(location).where(_in_pending()),
+                schemas.QUEUE_MESSAGE,
             )
         return self._read
 
@@ -952,6 +954,7 @@ class DeltaStorage:
             # the rows are a local checkpoint (:meth:`write`): they cannot change between
             # the MERGE's two passes, which is all Delta's own copy of them would ensure
             MERGE_MATERIALIZE_SOURCE: "none",
+            MERGE_SCHEMA: "true",
         }
         with session_conf(spark, settings):
             (

@@ -49,11 +49,14 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import MapType, StringType
 
 __all__ = [
+    "BREADCRUMB_TYPES",
     "HISTORY_NAMES",
     "ORIG_ADDRESS",
     "ORIG_MESSAGE_ID",
     "ORIG_QUEUE",
     "ORIG_ROUTING_TYPE",
+    "breadcrumb_types",
+    "breadcrumb_types_py",
     "rebuild_breadcrumbs",
     "rebuild_breadcrumbs_native",
     "rebuild_breadcrumbs_py",
@@ -75,6 +78,7 @@ _ORIG_PREFIX = "_AMQ_ORIG_"
 # Canonical history suffix; RE2 (Arrow) anchors `$` at the end of the text.
 _SUFFIX_RE = r"^_AMQ_ORIG_(?P<name>ADDRESS|QUEUE|MESSAGE_ID)_(?P<num>0|[1-9][0-9]*)$"
 _SUFFIX_NAMES = ("ADDRESS", "QUEUE", "MESSAGE_ID")  # same order as HISTORY_NAMES
+_MOVED_RE = r"^(_AMQ_ORIG_(?:ADDRESS|QUEUE|MESSAGE_ID))_[0-9]+$"  # a moved key's name
 # Longer suffixes cannot be the lowest unused number of a batch of maps; skip
 # them instead of parsing (avoids int64 overflow on absurd keys).
 _MAX_SUFFIX_DIGITS = 9
@@ -131,6 +135,46 @@ def rebuild_breadcrumbs_py(
     out[ORIG_MESSAGE_ID] = None if orig_message_id is None else str(orig_message_id)
     if orig_routing_type is not None:
         out[ORIG_ROUTING_TYPE] = orig_routing_type
+    return out
+
+
+BREADCRUMB_TYPES = {
+    ORIG_ADDRESS: "string",
+    ORIG_QUEUE: "string",
+    ORIG_MESSAGE_ID: "long",
+    ORIG_ROUTING_TYPE: "string",
+}
+"""The types of the breadcrumbs a copy gets (SPEC §3.1): Artemis's, but for
+``_AMQ_ORIG_ROUTING_TYPE``, a byte in Artemis and its name here."""
+
+
+def breadcrumb_types_py(
+    properties: dict[str, str | None] | None,
+    property_types: dict[str, str | None] | None,
+    rebuilt: dict[str, str | None],
+    orig_routing_type: str | None,
+) -> dict[str, str]:
+    """The copy's ``property_types`` (the reference of :func:`breadcrumb_types`): a
+    breadcrumb it gets its type of :data:`BREADCRUMB_TYPES`, a value moved to ``_N`` the
+    type it had, any other property its own; untyped ones have no entry.
+
+    :param properties: the copied message's properties; ``property_types`` their types.
+    :param rebuilt: the copy's properties (:func:`rebuild_breadcrumbs_py`).
+    :param orig_routing_type: as given to :func:`rebuild_breadcrumbs_py`.
+    """
+    old = properties or {}
+    types = {k: v for k, v in (property_types or {}).items() if v is not None}
+    out: dict[str, str] = {}
+    for key in rebuilt:
+        new = key in HISTORY_NAMES or (key == ORIG_ROUTING_TYPE and orig_routing_type is not None)
+        if new:
+            kind: str | None = BREADCRUMB_TYPES[key]
+        elif key not in old:  # a history value moved to ``key`` (``<name>_N``)
+            kind = types.get(key.rsplit("_", 1)[0])
+        else:
+            kind = types.get(key)
+        if kind is not None:
+            out[key] = kind
     return out
 
 
@@ -333,6 +377,44 @@ def rebuild_breadcrumbs(
     return _rebuild_udf(
         *_inputs(properties, orig_address, orig_queue, orig_message_id, orig_routing_type)
     )
+
+
+def breadcrumb_types(
+    properties: ColumnOrName,
+    property_types: ColumnOrName,
+    rebuilt: ColumnOrName,
+    orig_routing_type: ColumnOrName,
+) -> Column:
+    """The copy's ``property_types``, as :func:`breadcrumb_types_py` says, with Spark's map
+    functions: the types follow the keys of the rebuilt map (the breadcrumbs typed, a
+    moved value keeping its type), so it needs no second pass over the history.
+
+    :param properties: the copied message's properties (map<string,string>).
+    :param property_types: their types (map<string,string>; null: none typed).
+    :param rebuilt: the copy's properties (:func:`rebuild_breadcrumbs`).
+    :param orig_routing_type: as given to :func:`rebuild_breadcrumbs`.
+    :return: a map<string,string> Column (never null).
+    """
+    old = F.coalesce(_col(properties).cast(_PROPERTIES_DDL), F.create_map().cast(_PROPERTIES_DDL))
+    types = _col(property_types).cast(_PROPERTIES_DDL)
+    replaced = _col(orig_routing_type).cast("string").isNotNull()
+    keys = F.map_keys(_col(rebuilt))
+
+    def kind(key: Column) -> Column:
+        moved_from = F.regexp_extract(key, _MOVED_RE, 1)
+        return (
+            F.when(key.isin(ORIG_ADDRESS, ORIG_QUEUE), F.lit(BREADCRUMB_TYPES[ORIG_ADDRESS]))
+            .when(key == F.lit(ORIG_MESSAGE_ID), F.lit(BREADCRUMB_TYPES[ORIG_MESSAGE_ID]))
+            .when(
+                (key == F.lit(ORIG_ROUTING_TYPE)) & replaced,
+                F.lit(BREADCRUMB_TYPES[ORIG_ROUTING_TYPE]),
+            )
+            .when(~F.map_contains_key(old, key), F.try_element_at(types, moved_from))
+            .otherwise(F.try_element_at(types, key))
+        )
+
+    typed = F.map_from_arrays(keys, F.transform(keys, kind))
+    return F.map_filter(typed, lambda _k, v: v.isNotNull())
 
 
 # ---------------------------------------------------------------------------------------

@@ -10,7 +10,9 @@ breadcrumb history (§5.4–§5.6):
 - diverts keep the expiration and set the routing type per ``routing-type``;
   every other copy clears the expiration and takes as routing type the
   ``_AMQ_ORIG_ROUTING_TYPE`` of the message it copies (null when it has none);
-- ``sent_at`` is when the copy was made.
+- ``sent_at`` is when the copy was made;
+- ``property_types`` are the parent's, the breadcrumbs typed (SPEC §3.1):
+  :func:`routing.plan.breadcrumbs.breadcrumb_types`.
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from routing.broker.config import ROUTING_TYPES
+from routing.broker.properties import LONG
 from routing.plan import schemas
-from routing.plan.breadcrumbs import ORIG_ROUTING_TYPE, rebuild_breadcrumbs
+from routing.plan.breadcrumbs import ORIG_ROUTING_TYPE, breadcrumb_types, rebuild_breadcrumbs
 from routing.plan.ids import copy_id
 
 ACTUAL_EXPIRY = "_AMQ_ACTUAL_EXPIRY"
+_REBUILT, _TYPES = "_rebuilt", "_types"  # the copy's properties and their types, made first
 
 
 def valid_routing_type(value: Column) -> Column:
@@ -47,7 +51,8 @@ def make_copies(
     target_queue: Column | None = None,
     routing_type: Column | None = None,
     keep_expiration: bool = False,
-    extra_properties: Column | None = None,
+    keep_id: bool = False,
+    actual_expiry: Column | None = None,
 ) -> Callable[[DataFrame], DataFrame]:
     """Replace each row's message columns by those of its copy; other columns stay.
 
@@ -58,7 +63,10 @@ def make_copies(
     :param target_queue: MOVE and RETRY: the one queue it goes to (``to_queue``).
     :param routing_type: the copy's routing type; default :func:`original_routing_type`.
     :param keep_expiration: diverts keep the parent's expiration; other copies clear it.
-    :param extra_properties: a map merged into the rebuilt properties (``_AMQ_ACTUAL_EXPIRY``).
+    :param keep_id: the message itself, not a copy, goes on (send-to-dla-on-no-route,
+        Artemis's ``PostOfficeImpl.maybeSendToDLA``): it keeps its ``message_id``.
+    :param actual_expiry: an expiry copy's ``_AMQ_ACTUAL_EXPIRY``, epoch ms (a ``long``
+        property; null: not an expiry copy).
 
     Example::
 
@@ -71,28 +79,48 @@ def make_copies(
     properties = rebuild_breadcrumbs(
         F.col("properties"), F.col("address"), left, F.col("message_id"), F.col("routing_type")
     )
-    if extra_properties is not None:
-        # null means nothing to add; a message expiring a second time replaces its
-        # _AMQ_ACTUAL_EXPIRY (map_concat refuses duplicate keys)
-        extra = F.coalesce(extra_properties, F.create_map().cast("map<string,string>"))
-        replaced = F.map_keys(extra)
-        properties = F.map_concat(
-            F.map_filter(properties, lambda k, _: ~F.array_contains(replaced, k)), extra
-        )
+    if actual_expiry is not None:
+        # a message expiring a second time replaces its _AMQ_ACTUAL_EXPIRY
+        properties = F.when(
+            actual_expiry.isNotNull(),
+            F.map_concat(
+                F.map_filter(properties, lambda k, _: k != F.lit(ACTUAL_EXPIRY)),
+                F.create_map(F.lit(ACTUAL_EXPIRY), actual_expiry.cast("string")),
+            ),
+        ).otherwise(properties)
+    types = breadcrumb_types(
+        F.col("properties"), F.col("property_types"), F.col(_REBUILT), F.col("routing_type")
+    )
+    if actual_expiry is not None:
+        types = F.when(
+            actual_expiry.isNotNull(),
+            F.map_concat(
+                F.map_filter(types, lambda k, _: k != F.lit(ACTUAL_EXPIRY)),
+                F.create_map(F.lit(ACTUAL_EXPIRY), F.lit(LONG)),
+            ),
+        ).otherwise(types)
     new = {
-        "message_id": copy_id(F.col("message_id"), reason, left, target_address, queue),
+        "message_id": F.col("message_id")
+        if keep_id
+        else copy_id(F.col("message_id"), reason, left, target_address, queue),
         "address": target_address,
         "routing_type": routing_type if routing_type is not None else original_routing_type(),
         "sent_at": at,
         "expiration": F.col("expiration") if keep_expiration else F.lit(None).cast("timestamp"),
-        "properties": properties,
+        "properties": F.col(_REBUILT),
+        "property_types": F.col(_TYPES),
         "copy_reason": reason,
         "to_queue": queue,
     }
     message = [new[c].alias(c) if c in new else F.col(c) for c in schemas.MESSAGE.names]
 
     def transform(rows: DataFrame) -> DataFrame:
-        # one select: every new value is computed from the parent's columns
-        return rows.select(*message, *[c for c in rows.columns if c not in schemas.MESSAGE.names])
+        # every new value is computed from the parent's columns, the types from the rebuilt
+        # properties beside them, before the copy's columns are named: in the select that
+        # names them, "properties" and "routing_type" would be the copy's (Spark resolves
+        # a name to an alias made earlier in the same select list, in a lambda at least)
+        others = [c for c in rows.columns if c not in schemas.MESSAGE.names]
+        rebuilt = rows.withColumn(_REBUILT, properties).withColumn(_TYPES, types)
+        return rebuilt.select(*message, *others)
 
     return transform

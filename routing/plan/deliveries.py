@@ -9,6 +9,9 @@ the message already expired):
   scheduled at ``at + min(max-redelivery-delay, delay * multiplier^(count-1))``
   (Artemis ``QueueImpl.calculateRedeliveryDelay``);
 - ACK adds one and ends the message; an expiry, MOVE, RETRY or SEND_TO_DLA ends it;
+- a message scheduled for redelivery is in its queue but no consumer receives it: a
+  delivery before its ``redeliver_at``, or a MOVE or SEND_TO_DLA naming it by id then,
+  is rejected (by filter, a RETRY, an expiry take it);
 - the first ending event is the last one applied; events after it, or before the
   message entered the queue, are rejected (management rows expanded from a filter
   and expiries are skipped instead: they never named that message).
@@ -39,7 +42,7 @@ from routing.broker.layout import DELIVERIES
 from routing.plan import journal, schemas, sequences
 from routing.plan._columns import literal_map
 from routing.plan.breadcrumbs import ORIG_ADDRESS, ORIG_QUEUE
-from routing.plan.copies import ACTUAL_EXPIRY, make_copies
+from routing.plan.copies import make_copies
 from routing.plan.facts import moment
 from routing.plan.ids import copy_id
 from routing.plan.router import entering
@@ -80,6 +83,8 @@ CHANGED = ("status", "delivery_count", "redeliver_at", "status_at")
 """The queue-row columns an event changes."""
 
 STATE_COLUMNS = (*KEY, "delivery_count", "redeliver_at", "routed_at", "status_at")
+_REDELIVERY = ("redelivery_delay", "redelivery_delay_multiplier", "max_redelivery_delay")
+"""The queue's settings the redelivery times are computed from (in :mod:`sequences`)."""
 """What the fold reads of a queue row, besides the breadcrumbs a RETRY goes back to."""
 RETRY_QUEUE, RETRY_ADDRESS = "_orig_queue", "_orig_address"
 """Where a RETRY sends the message back: the ``_AMQ_ORIG_QUEUE`` (``_AMQ_ORIG_ADDRESS``)
@@ -130,12 +135,23 @@ def no_pending_message() -> Column:
     )
 
 
-def retry_target_ok(queue_addresses: Mapping[str, str], exists: Column | None = None) -> Column:
-    """RETRY needs ``_AMQ_ORIG_QUEUE`` naming a queue on the ``_AMQ_ORIG_ADDRESS`` it carries
-    (and that exists at the event's time: ``exists``, over ``_orig_queue`` and ``at``)."""
-    target = literal_map(queue_addresses)[F.col(RETRY_QUEUE)]
-    ok = F.coalesce(target == F.col(RETRY_ADDRESS), F.lit(False))
-    return ok if exists is None else ok & exists
+def retry_target_ok(bound: Column) -> Column:
+    """RETRY needs an ``_AMQ_ORIG_ADDRESS`` and an ``_AMQ_ORIG_QUEUE`` naming a binding of
+    the broker at the event's time (``bound``, over ``_orig_queue`` and ``at``): a queue
+    that exists, or a divert, on whatever address (Artemis's ``QueueImpl.retryMessages``
+    looks the name up with ``PostOffice.getBinding``, among all bindings)."""
+    return F.coalesce(F.col(RETRY_ADDRESS).isNotNull() & bound, F.lit(False))
+
+
+def retry_queue(queue_addresses: Mapping[str, str]) -> Column:
+    """The queue a RETRY copy goes to, bypassing its filter (``to_queue``): the queue its
+    ``_AMQ_ORIG_QUEUE`` names, unless that is a divert or the address's own name: then
+    none, and the copy is routed at its address like a new message (``retryMessages``
+    routes to the queue's id only for a queue binding whose name is not the address's).
+    A queue of another address takes nothing there (routing: no route)."""
+    name = F.col(RETRY_QUEUE)
+    is_queue = name.isin(*sorted(queue_addresses)) if queue_addresses else F.lit(False)
+    return F.when(is_queue & (name != F.col(RETRY_ADDRESS)), name)
 
 
 def fold(
@@ -144,7 +160,7 @@ def fold(
     facts: DataFrame,
     queue_addresses: Mapping[str, str],
     scratch: Scratch,
-    retry_target_exists: Column | None = None,
+    retry_target_bound: Column | None = None,
 ) -> Folded:
     """Apply ``events`` to the PENDING rows ``state`` of their (queue, message).
 
@@ -153,29 +169,35 @@ def fold(
     :param facts: :func:`routing.plan.facts.queue_facts`.
     :param queue_addresses: queue name -> address, for MOVE and RETRY targets.
     :param scratch: the one frame everything below reads is checkpointed there.
-    :param retry_target_exists: the queue ``_orig_queue`` exists at ``at`` (None: every
-        queue of ``queue_addresses`` always does).
+    :param retry_target_bound: ``_orig_queue`` names a binding at ``at``: a queue that
+        exists then, or a divert (None: the queues of ``queue_addresses``, which always
+        exist).
     """
     known = F.col("routed_at").isNotNull()
     is_op = F.col(KIND) == MANAGEMENT_KIND
-    valid = (
-        ~is_op | (F.col("op") != OP_RETRY) | retry_target_ok(queue_addresses, retry_target_exists)
-    )
+    if retry_target_bound is None:
+        retry_target_bound = F.col(RETRY_QUEUE).isin(*sorted(queue_addresses))
+    valid = ~is_op | (F.col("op") != OP_RETRY) | retry_target_ok(retry_target_bound)
     early = F.col("at") < F.col("routed_at")
     quietly = F.col(BY_FILTER) | (F.col(KIND) == EXPIRE_KIND)
     refusal = F.when(
         known & ~valid,
         F.lit(
-            "RETRY: the message has no _AMQ_ORIG_QUEUE on _AMQ_ORIG_ADDRESS naming an existing queue"
+            "RETRY: the message has no _AMQ_ORIG_ADDRESS, or no _AMQ_ORIG_QUEUE naming "
+            "an existing queue or divert"
         ),
     ).when(known & early, F.lit("the message was not yet in the queue at that time"))
     eligible = known & F.col("_refusal").isNull()
 
     rollback = eligible & (F.col(KIND) == DELIVERY_KIND) & (F.col("outcome") == ROLLBACK)
     ack = eligible & (F.col(KIND) == DELIVERY_KIND) & (F.col("outcome") == ACK)
+    # a consumer, and a MOVE or SEND_TO_DLA naming the message by id, need it deliverable
+    by_id_op = is_op & ~F.col(BY_FILTER) & F.col("op").isin(OP_MOVE, OP_SEND_TO_DLA)
+    ready = eligible & ((F.col(KIND) == DELIVERY_KIND) | by_id_op)
+    read = ["max_delivery_attempts", *_REDELIVERY]
     joined = (
         events.join(state, list(KEY), "left")
-        .join(facts.select("queue", "max_delivery_attempts"), "queue", "left")
+        .join(facts.select("queue", *read), "queue", "left")
         .withColumn("_refusal", refusal)
         .withColumns(
             {
@@ -183,30 +205,26 @@ def fold(
                 sequences.ROLLBACK: rollback,
                 sequences.ACK: ack,
                 sequences.TERMINAL: eligible & (F.col(KIND) != DELIVERY_KIND),
+                sequences.READY: ready,
             }
         )
     )
     rows = scratch.keep(
         in_order(joined, KEY, ORDER)
-        .join(facts.drop("max_delivery_attempts"), "queue", "left")
-        .withColumns(
-            {
-                "_exhausted": F.col(sequences.ROLLBACK) & F.col(sequences.ENDS),
-                "_redeliver_at": _redeliver_at(F.col("at"), F.col(sequences.COUNT)),
-                "_last_redeliver": _redeliver_at(
-                    F.col(sequences.RESCHEDULED_AT), F.col(sequences.RESCHEDULED_COUNT)
-                ),
-            }
-        )
+        .join(facts.drop(*read), "queue", "left")
+        .withColumn("_exhausted", F.col(sequences.ROLLBACK) & F.col(sequences.ENDS))
         .transform(_with_ending(queue_addresses))
     )
     # Each output below reads the checkpointed rows once, whatever its kinds of row: a
     # million-message batch keeps millions of wide rows, and every read deserializes them all.
     refused = known & F.col("_refusal").isNotNull() & ~quietly
+    waiting = F.col(sequences.WAITING)
     missed = F.col(sequences.ELIGIBLE) & ~F.col(sequences.APPLIED) & ~quietly
     rejected = rejected_events(
         rows.where(refused | missed),
-        F.when(refused, F.col("_refusal")).otherwise(no_pending_message()),
+        F.when(refused, F.col("_refusal"))
+        .when(waiting, waits_for_redelivery())
+        .otherwise(no_pending_message()),
     )
     applied = rows.where(F.col(sequences.APPLIED))
     # a ROLLBACK that does not end the message schedules its redelivery; the message's first
@@ -224,10 +242,7 @@ def fold(
         ),
         delivery_count=F.col(sequences.COUNT),
         details={
-            "redeliver_at": F.when(
-                rescheduling,
-                F.date_format("_redeliver_at", "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'"),
-            ),
+            "redeliver_at": F.when(rescheduling, _iso(F.col(sequences.REDELIVER_AT))),
             "to_address": F.when(moving, F.col(TARGET)),
             "to_queue": F.when(moving, F.col(TARGET_QUEUE)),
             "copy_id": F.when(
@@ -249,9 +264,7 @@ def fold(
         .otherwise(F.lit(schemas.PENDING))
         .alias("status"),
         F.col(sequences.COUNT).cast("int").alias("delivery_count"),
-        F.when(F.col(sequences.RESCHEDULED_AT).isNotNull(), F.col("_last_redeliver"))
-        .otherwise(F.col("redeliver_at"))
-        .alias("redeliver_at"),
+        F.col(sequences.REDELIVER_AT_AFTER).alias("redeliver_at"),
         F.greatest(F.col("status_at"), F.col("at")).alias("status_at"),
     )
     unmatched = rows.where(~known).select(*EVENT_COLUMNS)
@@ -284,15 +297,12 @@ def copies_of(moves: DataFrame, in_play: DataFrame, source_of) -> DataFrame:
             F.col(TARGET),
             F.col("at"),
             target_queue=F.col(TARGET_QUEUE),
-            extra_properties=F.when(
-                F.col(END) == EXPIRY,
-                F.create_map(F.lit(ACTUAL_EXPIRY), F.unix_millis("at").cast("string")),
-            ),
+            actual_expiry=F.when(F.col(END) == EXPIRY, F.unix_millis("at")),
         )
     ).select(
         *schemas.MESSAGE.names,
         # a copy enters at its event's rank (SPEC §5.4)
-        *entering(source_of(F.col("address")), rank=F.col(KIND)),
+        *entering(source_of(F.col("address")), rank=F.col(KIND), producer=False),
     )
 
 
@@ -320,13 +330,23 @@ def rejected_events(rows: DataFrame, reason: Column) -> DataFrame:
     )
 
 
-def _redeliver_at(at: Column, count: Column) -> Column:
-    """``at + min(max-redelivery-delay, delay * multiplier^(count-1))``; null without a delay."""
-    delay = F.col("redelivery_delay").cast("double") * F.pow(
-        F.col("redelivery_delay_multiplier"), count - 1
+def _iso(at: Column) -> Column:
+    """A time as the journal's details write it (UTC, µs)."""
+    return F.date_format(at, "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'")
+
+
+def waits_for_redelivery() -> Column:
+    """Why a delivery, or a MOVE or SEND_TO_DLA by id, of a message scheduled for
+    redelivery is rejected (SPEC §5.3): no consumer receives it, Artemis's by-id
+    operations do not see it."""
+    return F.concat(
+        F.lit("message "),
+        F.col("message_id").cast("string"),
+        F.lit(" in queue "),
+        F.col("queue"),
+        F.lit(" waits for its redelivery at "),
+        _iso(F.col(sequences.WAITS_UNTIL)),
     )
-    millis = F.least(delay, F.col("max_redelivery_delay").cast("double")).cast("long")
-    return F.when(F.col("redelivery_delay") > 0, F.timestamp_millis(F.unix_millis(at) + millis))
 
 
 def endings_seen_differently(
@@ -389,7 +409,7 @@ def _with_ending(queue_addresses: Mapping[str, str]):
         .when(F.col(END) == RETRY, F.col(RETRY_ADDRESS))
     )
     target_queue = F.when(F.col(END) == MOVE, F.col(TO_QUEUE)).when(
-        F.col(END) == RETRY, F.col(RETRY_QUEUE)
+        F.col(END) == RETRY, retry_queue(queue_addresses)
     )
     gone = F.col(TARGET).isNull()
     status = (

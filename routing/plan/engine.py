@@ -39,7 +39,7 @@ from routing.broker.filters import FilterSyntaxError, parse_filter
 from routing.broker.ids import COPY_ID_BASE, DEAD_LETTER, EXPIRY
 from routing.broker.layout import MANAGEMENT
 from routing.broker.state import JobState
-from routing.broker.topology import Created, Topology
+from routing.broker.topology import MESSAGE_RANK, Created, Topology
 from routing.plan import schemas
 from routing.plan._columns import literal_map, local_frame, union_all, union_of
 from routing.plan.batch import BatchResult, batch_value, batch_values
@@ -136,7 +136,13 @@ def _nulls(names: Iterable[str]) -> list[Column]:
 
 def expand_by_filter(ops: DataFrame, in_play: DataFrame, filters: Iterable[str]) -> DataFrame:
     """Management rows without ``message_id``: one event per PENDING message of the queue
-    that had entered it by the row's time and matches its filter (null: every one)."""
+    that had entered it by the row's time and matches its filter (null: every one).
+
+    Not a message that entered at the row's very instant with a management row's copy
+    (rank :data:`MANAGEMENT_KIND`): Artemis moves the messages it iterates, and the copies
+    a move routes (a RETRY's, like a new message, can come back to the same queue) are
+    not among them. (Two management rows of one instant: the later does not see the
+    earlier's copies either, a simplification.)"""
     texts = sorted(set(filters))
     matched = F.col("filter").isNull()
     if texts:
@@ -147,7 +153,10 @@ def expand_by_filter(ops: DataFrame, in_play: DataFrame, filters: Iterable[str])
             F.element_at(F.array(*[matches(t) for t in texts]), index), F.lit(False)
         )
     joined = in_play.join(F.broadcast(ops), "queue")  # operations are few: rows stay put
-    return joined.where((F.col("routed_at") <= F.col("at")) & matched).select(
+    entered = (F.col("routed_at") < F.col("at")) | (
+        (F.col("routed_at") == F.col("at")) & (F.col(RANK) < F.lit(MANAGEMENT_KIND))
+    )
+    return joined.where(entered & matched).select(
         "queue",
         "message_id",
         "at",
@@ -241,6 +250,15 @@ def created_moments(
     for name, when in found:
         out[name] = min(when, out.get(name, when))
     return dict(sorted(out.items()))
+
+
+def retry_bound(topology: Topology, created: Created) -> Column:
+    """A RETRY's ``_AMQ_ORIG_QUEUE`` names a binding at the event's time, the auto-created
+    queues created as ``created`` says: a queue that exists, or a divert."""
+    name = F.col(RETRY_QUEUE)
+    bound = exists_at(topology, name, F.col("at"), MANAGEMENT_KIND, created)
+    diverts = sorted(d.name for d in topology.config.diverts)
+    return bound | name.isin(*diverts) if diverts else bound
 
 
 def created_queue(topology: Topology) -> Column:
@@ -371,6 +389,10 @@ def _plan_batch(
             foreseen=None if foreseen is None else foreseen.turns,
         )
         asked += [_asked_under(known, _routes_asked(router, d)) for d in routed.decided]
+        if rounds == 1 and router.may_create(at):
+            # only a producer's rows, and their divert copies, create an address's queue
+            found += router.creators(routed.decided)
+            known = created_moments(known, found)
         positions = routed.positions
         requests += [
             r.withColumn(_PASS, F.lit(len(requests) + i)) for i, r in enumerate(routed.requests)
@@ -381,9 +403,10 @@ def _plan_batch(
         copies += routed.copies
         if rounds > 1:
             copies.append(entering.select(*schemas.MESSAGE.names))
-        new = union_all(routed.entries)
-        entries.append(new)
-        in_play = union_of([old, new] if rounds == 1 else [new])
+        new = union_all(routed.entries)  # with the rank each row entered at
+        entries.append(None if new is None else new.select(*QUEUE_ROW))
+        earlier = old.withColumn(RANK, F.lit(MESSAGE_RANK))  # of earlier batches
+        in_play = union_of([earlier, new] if rounds == 1 else [new])
         if rounds > 1 and not later_rounds_apply:
             break
         if (
@@ -406,7 +429,7 @@ def _plan_batch(
             ]
         )
         fold_facts = F.broadcast(queue_facts(spark, topology, known))
-        retry_target = exists_at(topology, F.col(RETRY_QUEUE), F.col("at"), MANAGEMENT_KIND, known)
+        retry_target = retry_bound(topology, known)
         folded = fold(
             round_events, fold_state(in_play), fold_facts, queue_addresses, scratch, retry_target
         )
@@ -641,7 +664,7 @@ def _endings_asked(
     moments -> the events they would change."""
 
     def changed(final: Created) -> DataFrame:
-        would = exists_at(topology, F.col(RETRY_QUEUE), F.col("at"), MANAGEMENT_KIND, final)
+        would = retry_bound(topology, final)
         return decided.where(
             endings_seen_differently(
                 bound_since(topology, F.col("dead_letter_address"), final),

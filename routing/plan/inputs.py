@@ -16,7 +16,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from routing.broker.config import ROUTING_TYPES
-from routing.broker.ids import COPY_ID_BASE
+from routing.broker.ids import COPY_ID_BASE, DEAD_LETTER
 from routing.broker.layout import ADDRESSES, DELIVERIES, MANAGEMENT
 from routing.broker.topology import MESSAGE_RANK
 from routing.plan import journal, schemas
@@ -92,18 +92,17 @@ def to_route() -> Column:
 
 @cache
 def own_copy() -> Column:
-    """True for a row the job wrote: its id is the copy id of the hop its breadcrumbs name."""
+    """True for a row the job wrote: its id is the copy id of the hop its breadcrumbs name,
+    or, for a message send-to-dla-on-no-route sent on to its dead-letter address, the id
+    of the message itself (a dead letter without ``_AMQ_ORIG_QUEUE``, SPEC §5.2 step 4)."""
     props = F.col("properties")
-    parent = props.getItem(ORIG_MESSAGE_ID)
-    expected = copy_id(
-        parent.try_cast("long"),
-        F.col("copy_reason"),
-        props.getItem(ORIG_QUEUE),
-        F.col("address"),
-        F.col("to_queue"),
-    )
+    parent = props.getItem(ORIG_MESSAGE_ID).try_cast("long")
+    left = props.getItem(ORIG_QUEUE)
+    expected = copy_id(parent, F.col("copy_reason"), left, F.col("address"), F.col("to_queue"))
+    itself = (F.col("copy_reason") == DEAD_LETTER) & left.isNull() & (F.col("message_id") == parent)
     return F.coalesce(
-        F.col("copy_reason").isNotNull() & (F.col("message_id") == expected), F.lit(False)
+        F.col("copy_reason").isNotNull() & ((F.col("message_id") == expected) | itself),
+        F.lit(False),
     )
 
 
@@ -227,7 +226,7 @@ def split(classified: DataFrame, bad_filters: Mapping[str, str]) -> Inputs:
     rows = classified.withColumn(REASON, reason)
     valid = F.col(REASON).isNull() & ~F.col(OWN)
     messages = rows.where(is_message & valid).select(
-        *schemas.MESSAGE.names, *entering(F.col("source"), rank=F.lit(MESSAGE_RANK))
+        *schemas.MESSAGE.names, *entering(F.col("source"), rank=F.lit(MESSAGE_RANK), producer=True)
     )
     rejected = journal.rejected_rows(
         rows.where(F.col(REASON).isNotNull()),

@@ -60,7 +60,9 @@ from pyspark.sql.types import (
 )
 
 from routing.broker import layout
+from routing.broker.properties import INTEGRAL_RANGES, PROPERTY_TYPES, TEXT_PATTERNS
 from routing.plan import schemas
+from routing.plan._columns import literal_map
 
 EVENT = pa.schema(
     [
@@ -191,6 +193,8 @@ def _projections(
         if reason is not None:
             reasons.append(reason)
     if layout.is_address_source(source):
+        if "property_types" in present:
+            reasons.append(untyped_property(values["properties"], values["property_types"]))
         reasons.append(misplaced(values["address"], source))
 
     kept = sorted(name for name in kind.schema.names if name in present)
@@ -267,6 +271,58 @@ def coerce(
             return value.cast(target), None
         return failed(f"{spelled} is not a map of strings to strings")
     return failed(f"{spelled} cannot be read as {arrow_name(target)}")
+
+
+def untyped_property(properties: Column, types: Column) -> Column:
+    """Why a row's ``property_types`` cannot be (null if it can): the first entry, in key
+    order, that names a type SPEC §3.1 does not know, or a property the row does not have,
+    or whose property's text does not read as its type (:mod:`routing.broker.properties`).
+    A null type is no type (the property is untyped); a typed null value is null."""
+    patterns = {kind: f"\\A(?:{text})\\z" for kind, text in TEXT_PATTERNS.items()}
+    low = {kind: str(bounds[0]) for kind, bounds in INTEGRAL_RANGES.items()}
+    high = {kind: str(bounds[1]) for kind, bounds in INTEGRAL_RANGES.items()}
+    known = ", ".join(PROPERTY_TYPES)
+
+    def problem(entry: Column) -> Column:
+        name, kind = entry["key"], entry["value"]
+        text = F.try_element_at(properties, name)
+        pattern = literal_map(patterns)[kind]
+        number = text.try_cast("decimal(20,0)")
+        in_range = number.between(
+            literal_map(low)[kind].cast("decimal(20,0)"),
+            literal_map(high)[kind].cast("decimal(20,0)"),
+        )
+        typed = F.concat(py_repr(name), F.lit(" is typed "), kind)
+        return (
+            F.when(kind.isNull(), F.lit(None).cast("string"))
+            .when(
+                ~kind.isin(*PROPERTY_TYPES),
+                F.concat(
+                    F.lit("unknown type "),
+                    py_repr(kind),
+                    F.lit(" of "),
+                    py_repr(name),
+                    F.lit(f"; expected one of {known}"),
+                ),
+            )
+            .when(
+                ~F.map_contains_key(properties, name),
+                F.concat(typed, F.lit(" but the message has no such property")),
+            )
+            .when(text.isNull() | pattern.isNull(), F.lit(None).cast("string"))
+            .when(
+                ~F.regexp_like(text, pattern) | F.coalesce(~in_range, F.lit(False)),
+                F.concat(
+                    typed, F.lit(" but its value "), py_repr(text), F.lit(" does not read as one")
+                ),
+            )
+        )
+
+    entries = F.array_sort(F.map_entries(types))
+    problems = F.filter(F.transform(entries, problem), lambda p: p.isNotNull())
+    return F.when(
+        F.size(problems) > 0, F.concat(F.lit("property_types: "), F.element_at(problems, 1))
+    )
 
 
 def misplaced(address: Column, source: str) -> Column:

@@ -9,10 +9,14 @@ For each row entering an address (Artemis ``BindingsImpl.route``):
    matching MULTICAST queue and to one ANYCAST queue (turns again), each only if
    the queue's filter matches and its kind matches the row's routing type (null
    matches both);
-4. a MOVE/RETRY copy (``to_queue`` set) goes to that queue only;
+4. a MOVE copy (``to_queue`` set) goes to that queue only; a RETRY copy with
+   ``to_queue`` meets its address's exclusive diverts first, then goes to that queue
+   if it is one of its address's (Artemis routes to the queue's id: one of another
+   address takes nothing); a RETRY copy without ``to_queue`` is routed like any row;
 5. a row that reached no queue and fired no divert is dropped (``NO_ROUTE``) or,
-   with ``send-to-dla-on-no-route``, copied to the dead-letter address once (a copy
-   that finds no route there is dropped: Artemis's ``sendToDLAHint``).
+   on an address with no binding at all and ``send-to-dla-on-no-route``, sent on to
+   the dead-letter address once: the message itself, same id (a row that finds no
+   route there is dropped: Artemis's ``sendToDLAHint``).
 
 Divert and dead-letter copies are routed in further passes until none is left; a
 copy that would be the 65th divert hop is not made and the row is rejected.
@@ -24,37 +28,44 @@ management rows) is earlier does not enter it, and does not count it as a route.
 
 Internal columns carried with the rows: ``_hops`` (divert hops so far),
 ``_dla_hint`` (a send-to-dla-on-no-route copy), ``_source`` (the table the row is
-in, for ``rejected``), and with auto-created queues ``_rank`` (the row's rank at its
-instant).
+in, for ``rejected``), ``_session`` (a producer's row or a divert copy of one, routed
+with the producer's session in Artemis: it creates addresses and queues), and with
+auto-created queues ``_rank`` (the row's rank at its instant).
+
+An ANYCAST row of a producer's session at an address without any queue creates a queue
+named after the address (SPEC §4, ``auto-create-queues``): the queue exists from the
+moment of the first such row (:meth:`Router.creators` finds it); a row without the
+session creates nothing, and with the settings false the row has no route.
 """
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, reduce
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from routing.broker.config import ANYCAST, MULTICAST, DivertConfig
-from routing.broker.ids import DEAD_LETTER, DIVERT
+from routing.broker.ids import DEAD_LETTER, DIVERT, EXPIRY, MOVE, RETRY
 from routing.broker.layout import address_source
-from routing.broker.topology import MESSAGE_RANK, Created, Queue, Topology, moment_of
+from routing.broker.topology import ADDRESS, MESSAGE_RANK, Created, Queue, Topology, moment_of
 from routing.plan import journal, schemas
 from routing.plan._columns import (
     case_of,
     chosen_values,
     empty_array,
     literal_map,
+    union_all,
     union_of,
 )
 from routing.plan.copies import make_copies
 from routing.plan.expiry import expiration_by_address, has_expiry_settings
 from routing.plan.facts import moment
 from routing.plan.filters import matches
-from routing.plan.ids import copy_id
 from routing.plan.scratch import Scratch
 from routing.plan.turns import take_turns
 
@@ -62,8 +73,10 @@ MAX_HOPS = 64
 CHUNK = 8  # passes routed lazily between emptiness checks when the copy graph has a cycle
 QUEUE_ROW = schemas.QUEUE_MESSAGE.names
 
-HOPS, DLA_HINT, SOURCE, RANK = "_hops", "_dla_hint", "_source", "_rank"
-INTERNAL = (HOPS, DLA_HINT, SOURCE)
+HOPS, DLA_HINT, SOURCE, RANK, SESSION = "_hops", "_dla_hint", "_source", "_rank", "_session"
+MOVES = (DEAD_LETTER, EXPIRY, MOVE, RETRY)
+"""The copies Artemis makes by moving a message out of a queue (``QueueImpl.move``)."""
+INTERNAL = (HOPS, DLA_HINT, SOURCE, SESSION)
 """What a row entering routing carries beside its message columns (and :data:`RANK`, with
 auto-created queues): see the module's docstring. :func:`entering` makes them."""
 
@@ -75,14 +88,22 @@ _DLA = "_dla"  # its no-route dead-letter address
 _MADE_EXPIRATION = "_made_expiration"  # a copy's expiration as made, before its address's settings
 
 
-def entering(source: Column, rank: Column | None = None) -> list[Column]:
+def entering(source: Column, rank: Column | None = None, *, producer: bool) -> list[Column]:
     """The :data:`INTERNAL` columns (and :data:`RANK`) of a row that enters routing from
     outside it, a producer's row or an event's copy: no divert hop yet, no dead-letter hint.
 
     :param source: the table the row is in.
     :param rank: its rank at its instant (None: leave :data:`RANK` out, a producer row).
+    :param producer: a producer's row (its divert copies inherit it): Artemis routes it with
+        the producer's session, which creates addresses and queues; a copy of an event, moved
+        out of a queue, is routed without one.
     """
-    columns = [F.lit(0).alias(HOPS), F.lit(False).alias(DLA_HINT), source.alias(SOURCE)]
+    columns = [
+        F.lit(0).alias(HOPS),
+        F.lit(False).alias(DLA_HINT),
+        source.alias(SOURCE),
+        F.lit(producer).alias(SESSION),
+    ]
     return columns if rank is None else [*columns, rank.alias(RANK)]
 
 
@@ -110,7 +131,7 @@ class Routed:
     """What routing some rows produced (all passes)."""
 
     positions: DataFrame  # round-robin positions after these rows (turns.POSITIONS)
-    entries: list[DataFrame] = field(default_factory=list)  # new queue rows (QUEUE_ROW)
+    entries: list[DataFrame] = field(default_factory=list)  # new queue rows (QUEUE_ROW, RANK)
     journal: list[DataFrame] = field(default_factory=list)
     rejected: list[DataFrame] = field(default_factory=list)
     copies: list[DataFrame] = field(default_factory=list)  # rows to append to address tables
@@ -203,13 +224,30 @@ class Router:
     @cached_property
     def _no_route_dlas(self) -> dict[str, str]:
         """Each address whose rows with no route go to a dead-letter address, and that
-        address (send-to-dla-on-no-route with a dead-letter address set)."""
+        address: send-to-dla-on-no-route with a dead-letter address set, on an address
+        with no declared binding (Artemis's ``PostOfficeImpl.route`` sends to the DLA only
+        when the address has no binding at all; an auto-created queue binds it from its
+        creation: :attr:`_no_route_dla`)."""
         dlas = {}
         for address in self.addresses:
             settings = self.topology.settings(address)
-            if settings.send_to_dla_on_no_route and settings.dead_letter_address:
+            if (
+                settings.send_to_dla_on_no_route
+                and settings.dead_letter_address
+                and not self.topology.declared_bindings(address)
+            ):
                 dlas[address] = settings.dead_letter_address
         return dlas
+
+    def _auto_bound(self, address: str, since: Callable[[Queue], Column]) -> Column | None:
+        """The row's address ``address`` has an auto-created queue by the row's moment, the
+        queues created as ``since`` says (None: the address has no such queue)."""
+        bound = [
+            F.coalesce(self._created_by_then(since(q)), F.lit(False))
+            for q in self.topology.queues_on(address)
+            if q.name in self._auto
+        ]
+        return reduce(operator.or_, bound) if bound else None
 
     def _sets_expiration(self, address: str) -> bool:
         """Entering ``address`` may give a row an expiration or move it (``no-expiry`` only
@@ -284,8 +322,15 @@ class Router:
 
     @staticmethod
     def _takes(kind: str) -> Column:
-        """The row's routing type allows a queue of ``kind`` (null matches both)."""
-        return F.col("routing_type").isNull() | (F.col("routing_type") == F.lit(kind))
+        """The row may enter a queue of ``kind``: its routing type allows it (null matches
+        both), or it is a dead-letter, expiry, MOVE or RETRY copy, which Artemis routes
+        with no routing type (``QueueImpl.move``: a ``RoutingContextImpl`` without one;
+        ``LocalQueueBinding.isMatchRoutingType`` then takes every queue)."""
+        return (
+            F.col("routing_type").isNull()
+            | (F.col("routing_type") == F.lit(kind))
+            | F.col("copy_reason").isin(*MOVES)
+        )
 
     @staticmethod
     def _divert_struct(divert: DivertConfig) -> Column:
@@ -305,8 +350,28 @@ class Router:
                 fired[divert.address] = (
                     fired[divert.address] | this if divert.address in fired else this
                 )
-        routed = F.col("to_queue").isNull()
-        return routed & case_of(F.col("address"), fired, F.lit(False)) if fired else F.lit(False)
+        return (
+            self._meets_diverts & case_of(F.col("address"), fired, F.lit(False))
+            if fired
+            else F.lit(False)
+        )
+
+    @cached_property
+    def _meets_diverts(self) -> Column:
+        """The row meets its address's exclusive diverts: all but MOVE copies (a RETRY
+        copy with ``to_queue`` too, Artemis's ``BindingsImpl.route`` tries the exclusive
+        bindings before the ids a message is routed to)."""
+        return F.col("to_queue").isNull() | (F.col("copy_reason") == F.lit(RETRY))
+
+    @cached_property
+    def _to_queue(self) -> Column:
+        """The queue a MOVE or RETRY copy goes to (``to_queue``) as an array: empty when
+        it is not one of the row's address's (a RETRY to a queue bound elsewhere)."""
+        addresses = {q.name: q.address for q in self.topology.queues.values()}
+        here = literal_map(addresses)[F.col("to_queue")] == F.col("address")
+        return F.when(F.coalesce(here, F.lit(False)), F.array(F.col("to_queue"))).otherwise(
+            empty_array("string")
+        )
 
     @cached_property
     def _fired(self) -> Column:
@@ -321,14 +386,14 @@ class Router:
                 cond = matches(divert.filter)
             elif (group := self._in_group(divert)) is not None:
                 chosen = self._turn(group) == group.members.index(divert.name)
-                cond = ~F.col(_EXCLUSIVE) & chosen
+                cond = ~F.col(_EXCLUSIVE) & chosen  # a copy with to_queue takes no turn
             else:
-                cond = ~F.col(_EXCLUSIVE) & matches(divert.filter)
+                cond = ~F.col(_EXCLUSIVE) & F.col("to_queue").isNull() & matches(divert.filter)
             by_address.setdefault(divert.address, []).append((cond, self._divert_struct(divert)))
         kind = "struct<name:string,routing_type:string,forwarding:array<string>>"
         empty = empty_array(kind)
         fired = {a: chosen_values(c, kind) for a, c in by_address.items()}
-        return F.when(F.col("to_queue").isNotNull(), empty).otherwise(
+        return F.when(~self._meets_diverts, empty).otherwise(
             case_of(F.col("address"), fired, empty)
         )
 
@@ -347,15 +412,17 @@ class Router:
                         cond = cond & self._created_by_then(F.col(self._since(queue.name)))
                 elif len(anycast) == 1:
                     cond = self._takes(ANYCAST) & matches(queue.filter)
-                else:
+                    if queue.name in self._auto:  # an address's queue, once created
+                        cond = cond & self._created_by_then(F.col(self._since(queue.name)))
+                else:  # a row of another kind uses its turn up (BindingsImpl.getNextBinding)
                     turn = self._turn(self._by_key[f"anycast:{address}"])
-                    cond = turn == anycast.index(queue.name)
+                    cond = self._takes(ANYCAST) & (turn == anycast.index(queue.name))
                 choices.append((cond, F.lit(queue.name)))
             by_address[address] = chosen_values(choices, "string")
         empty = empty_array("string")
         return (
-            F.when(F.col("to_queue").isNotNull(), F.array(F.col("to_queue")))
-            .when(F.col(_EXCLUSIVE), empty)
+            F.when(F.col(_EXCLUSIVE), empty)
+            .when(F.col("to_queue").isNotNull(), self._to_queue)
             .otherwise(case_of(F.col("address"), by_address, empty))
         )
 
@@ -372,26 +439,107 @@ class Router:
             if at is not None and address not in at:
                 continue
             for queue in self.topology.queues_on(address):
-                if queue.name not in self._auto or queue.routing_type != MULTICAST:
+                if queue.name not in self._auto:
                     continue
-                since = moment_of(created[queue.name]) if queue.name in created else None
                 saw = F.coalesce(
                     self._created_by_then(F.col(self._since(queue.name))), F.lit(False)
                 )
-                would = F.coalesce(self._created_by_then(F.lit(since).cast("bigint")), F.lit(False))
+                would = F.coalesce(
+                    self._created_by_then(self._moment_literal(created, queue.name)), F.lit(False)
+                )
                 offered = (
                     (F.col("address") == address)
                     & F.col("to_queue").isNull()
                     & ~F.col(_EXCLUSIVE)
-                    & self._multicast_offer(queue)
+                    & self._offer(queue)
                 )
                 changes = offered & (saw != would)
                 differ = changes if differ is None else differ | changes
+        for address in self._no_route_dlas:
+            if at is not None and address not in at:
+                continue
+            bound = self._auto_bound(address, lambda q: F.col(self._since(q.name)))
+            final = self._auto_bound(address, lambda q: self._moment_literal(created, q.name))
+            if bound is None or final is None:
+                continue
+            # a row with no route goes to the dead-letter address only while unbound
+            changes = (F.col("address") == address) & self._meets_diverts & (bound != final)
+            differ = changes if differ is None else differ | changes
         return differ
+
+    @staticmethod
+    def _moment_literal(created: Created, name: str) -> Column:
+        """When ``created`` says the auto-created queue ``name`` was created (null: not)."""
+        return F.lit(moment_of(created[name]) if name in created else None).cast("bigint")
 
     def _multicast_offer(self, queue: Queue) -> Column:
         """A row takes multicast ``queue`` if it exists: its routing type and filter allow it."""
         return self._takes(MULTICAST) & matches(queue.filter)
+
+    def _offer(self, queue: Queue) -> Column:
+        """A row takes auto-created ``queue`` if it exists: a multicast one as
+        :meth:`_multicast_offer`, an address's (anycast, alone there) as its kind allows."""
+        if queue.routing_type == MULTICAST:
+            return self._multicast_offer(queue)
+        return self._takes(ANYCAST) & matches(queue.filter)
+
+    @cached_property
+    def address_queues(self) -> dict[str, str]:
+        """The queues an address's first ANYCAST row of a producer's session creates:
+        address -> queue (:data:`routing.broker.topology.ADDRESS`)."""
+        return self.topology.creations(ADDRESS)
+
+    def may_create(self, at: Collection[str] | None) -> bool:
+        """Whether rows at ``at`` (None: anywhere), or the divert copies routing makes of
+        them, can be at an address whose queue they would create."""
+        if not self.address_queues or at is None:
+            return bool(self.address_queues)
+        reached: frozenset[str] = frozenset()
+        frontier = frozenset(at)
+        while frontier:
+            reached |= frontier
+            frontier = self._next_addresses(frontier) - reached
+        return not reached.isdisjoint(self.address_queues)
+
+    def creators(self, decided: Iterable[Decided]) -> list[tuple[str, tuple[int, int]]]:
+        """The address queues the routing passes ``decided`` created, each with the moment
+        of the first row that did (one action): an ANYCAST row of a producer's session at
+        an address with no queue bound by then (``ServerSessionImpl.checkAutoCreate``)."""
+        frames = []
+        for d in decided:
+            if d.at is not None and d.at.isdisjoint(self.address_queues):
+                continue
+            creating = F.col(SESSION) & (F.col("routing_type") == F.lit(ANYCAST))
+            queue = literal_map(self.address_queues)[F.col("address")]
+            unbound = {
+                address: ~bound
+                for address in self.address_queues
+                if (bound := self._auto_bound(address, self._other_since(address))) is not None
+            }
+            if unbound:
+                creating = creating & case_of(F.col("address"), unbound, F.lit(True))
+            frames.append(
+                d.rows.where(creating & queue.isNotNull()).select(
+                    queue.alias("queue"), F.unix_micros("sent_at").alias("at"), F.col(RANK)
+                )
+            )
+        found = union_all(frames)
+        if found is None:
+            return []
+        first = found.groupBy("queue").agg(F.min(F.struct("at", RANK)).alias("first"))
+        return [(r.queue, (r.first["at"], r.first[RANK])) for r in first.collect()]
+
+    def _other_since(self, address: str) -> Callable[[Queue], Column]:
+        """:meth:`_auto_bound`'s ``since`` for the auto-created queues of ``address`` other
+        than its own address queue (that one never binds it before it is created)."""
+        own = self.address_queues.get(address)
+
+        def since(queue: Queue) -> Column:
+            if queue.name == own:
+                return F.lit(None).cast("bigint")
+            return F.col(self._since(queue.name))
+
+        return since
 
     @staticmethod
     def _created_by_then(since: Column) -> Column:
@@ -406,19 +554,15 @@ class Router:
     def _creation_times(self, created: Created) -> dict[str, Column]:
         """The :meth:`_since` columns. Literals: they change only when a queue is created, a
         few times in a job's life, so the plans stay the same batch after batch."""
-        return {
-            self._since(name): F.lit(moment_of(created[name]) if name in created else None).cast(
-                "bigint"
-            )
-            for name in self._auto
-        }
+        return {self._since(name): self._moment_literal(created, name) for name in self._auto}
 
     @cached_property
     def _turn_requests(self) -> Column:
         """Per row, the turns it takes: array of (group, mask)."""
         by_address: dict[str, list[tuple[Column, Column]]] = {}
         for group in self.groups:
-            cond = self._takes(ANYCAST) if group.anycast else F.lit(True)
+            # every row takes an anycast turn, whatever its routing type (SPEC §5.2 step 2)
+            cond = F.lit(True)
             mask = F.array(*[matches(f) for f in group.filters])
             request = F.struct(F.lit(group.key).alias("group"), mask.alias("mask"))
             by_address.setdefault(group.address, []).append((cond, request))
@@ -431,9 +575,33 @@ class Router:
 
     @cached_property
     def _no_route_dla(self) -> Column:
-        """Dead-letter address of rows with no route, where send-to-dla-on-no-route applies."""
-        dlas = {a: F.lit(dla) for a, dla in self._no_route_dlas.items()}
+        """Dead-letter address of rows with no route, where send-to-dla-on-no-route applies:
+        the address has no binding at all when the row enters it."""
+        dlas = {}
+        for address, dla in self._no_route_dlas.items():
+            bound = self._auto_bound(address, lambda q: F.col(self._since(q.name)))
+            unbound = F.lit(True) if bound is None else ~bound
+            refused = self._refused(address)
+            if refused is not None:
+                unbound = unbound & ~refused
+            dlas[address] = F.when(unbound, F.lit(dla))
         return case_of(F.col("address"), dlas, F.lit(None).cast("string"))
+
+    def _refused(self, address: str) -> Column | None:
+        """A producer's row at ``address`` (no queue bound) that Artemis refuses to route
+        (None: none is): the address is not declared and may not be created, or the row is
+        ANYCAST and no queue may be created for it (``checkAutoCreate`` is NOT_FOUND, the
+        producer gets an error and no dead-letter address is tried)."""
+        settings = self.topology.settings(address)
+        no_address = address not in self.topology.config.addresses
+        refused = []
+        if no_address and not settings.auto_create_addresses:
+            refused.append(F.lit(True))
+        if not settings.auto_create_queues:
+            refused.append(F.col("routing_type") == F.lit(ANYCAST))
+        if not refused:
+            return None
+        return F.col(SESSION) & F.coalesce(reduce(operator.or_, refused), F.lit(False))
 
     @cached_property
     def _sources(self) -> Column:
@@ -475,9 +643,8 @@ class Router:
         cut guarantees an end).
 
         :param created: auto-created queue -> the moment it was created; one not in it
-            does not exist yet. With auto-created queues, rows carry ``_rank`` (their rank
-            at their instant, :data:`routing.broker.topology.RANKS`); rows without are producer
-            rows (rank 0).
+            does not exist yet. Rows carry ``_rank`` (their rank at their instant,
+            :data:`routing.broker.topology.RANKS`); rows without are producer rows (rank 0).
         :param fresh: the rows enter routing here (:func:`entering`: no divert hop yet), so
             the passes before :data:`MAX_HOPS` cut no divert chain.
         :param at: the addresses the rows can be at (None: any), when the caller knows them
@@ -494,7 +661,7 @@ class Router:
             return result  # no row to route
         current = rows
         since = self._creation_times(created or {})
-        if since and RANK not in current.columns:
+        if RANK not in current.columns:
             current = current.withColumn(RANK, F.lit(MESSAGE_RANK))
         number = 0
         while True:
@@ -561,13 +728,13 @@ class Router:
 
         entries = (
             decided.where(F.size(_QUEUES) > 0)
-            .select(*schemas.MESSAGE.names, F.explode(_QUEUES).alias("queue"))
+            .select(*schemas.MESSAGE.names, RANK, F.explode(_QUEUES).alias("queue"))
             .select(*self._entry)
         )
         result.entries.append(entries)
         result.journal.append(entries.select(*self._journal[journal.ROUTED]))
 
-        internal = [*INTERNAL, RANK] if since else INTERNAL  # copies keep their row's rank
+        internal = [*INTERNAL, RANK]  # copies keep their row's rank
         made: list[DataFrame] = []
         if self._may_copy(at, self._diverting):
             diverting = decided.where(F.size(_FIRED) > 0)
@@ -584,7 +751,7 @@ class Router:
             made.append(divert_copies.select(*schemas.MESSAGE.names, *internal))
 
         no_route = decided.where(
-            F.col("to_queue").isNull()
+            self._meets_diverts
             & ~F.col(_EXCLUSIVE)
             & (F.size(_FIRED) == 0)
             & (F.size(_QUEUES) == 0)
@@ -592,7 +759,8 @@ class Router:
         if self._may_copy(at, self._no_route_dlas):
             to_dla = no_route.where(F.col(_DLA).isNotNull() & ~F.col(DLA_HINT))
             dla_copies = to_dla.transform(self._dead_letter_copies).withColumns(
-                {HOPS: F.col(HOPS) + 1, DLA_HINT: F.lit(True)}
+                # routed on without the producer's session (PostOfficeImpl.maybeSendToDLA)
+                {HOPS: F.col(HOPS) + 1, DLA_HINT: F.lit(True), SESSION: F.lit(False)}
             )
             result.journal.append(to_dla.select(*self._journal[journal.DEAD_LETTERED]))
             made.append(dla_copies.select(*schemas.MESSAGE.names, *internal))
@@ -626,7 +794,8 @@ class Router:
 
     @cached_property
     def _entry(self) -> list[Column]:
-        """The PENDING queue row (QUEUE_ROW) of a row and one of the ``queue``s it enters."""
+        """The PENDING queue row (QUEUE_ROW) of a row and one of the ``queue``s it enters,
+        and its :data:`RANK` (at which rank of its instant it entered)."""
         return [
             *map(F.col, schemas.MESSAGE.names),
             F.col("queue"),
@@ -635,6 +804,7 @@ class Router:
             F.lit(None).cast("timestamp").alias("redeliver_at"),
             F.col("sent_at").alias("routed_at"),
             F.col("sent_at").alias("status_at"),
+            F.col(RANK),
         ]
 
     @cached_property
@@ -646,13 +816,6 @@ class Router:
             "queue": F.lit(None),
             "delivery_count": F.lit(0),
         }
-        dead_letter_copy = copy_id(
-            F.col("message_id"),
-            F.lit(DEAD_LETTER),
-            F.lit(None).cast("string"),
-            F.col(_DLA),
-            F.lit(None).cast("string"),
-        )
         return {
             journal.ROUTED: journal.routed_columns(),
             journal.DEAD_LETTERED: journal.journal_columns(
@@ -661,7 +824,8 @@ class Router:
                 details={
                     "reason": F.lit(journal.NO_ROUTE),
                     "to_address": F.col(_DLA),
-                    "copy_id": dead_letter_copy,
+                    # the message itself goes on: the row in the dead-letter address has its id
+                    "copy_id": F.col("message_id").cast("string"),
                 },
             ),
             journal.DROPPED: journal.journal_columns(
@@ -699,9 +863,17 @@ class Router:
 
     @cached_property
     def _dead_letter_copies(self) -> Callable[[DataFrame], DataFrame]:
-        """Rows with no route replaced by their copies to the dead-letter address ``_dla``."""
+        """Rows with no route sent on to the dead-letter address ``_dla``: the message itself
+        (same ``message_id``), with breadcrumbs but no ``_AMQ_ORIG_QUEUE``, its routing type
+        moved to ``_AMQ_ORIG_ROUTING_TYPE`` (Artemis's ``maybeSendToDLA`` sets none) and its
+        expiration cleared (``Message.referenceOriginalMessage``)."""
         return make_copies(
-            F.lit(DEAD_LETTER), F.lit(None).cast("string"), F.col(_DLA), F.col("sent_at")
+            F.lit(DEAD_LETTER),
+            F.lit(None).cast("string"),
+            F.col(_DLA),
+            F.col("sent_at"),
+            routing_type=F.lit(None).cast("string"),
+            keep_id=True,
         )
 
     @cached_property

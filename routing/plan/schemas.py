@@ -25,6 +25,7 @@ MESSAGE = pa.schema(
         ("durable", pa.bool_()),
         ("user_id", pa.string()),
         ("properties", STRING_MAP),
+        ("property_types", STRING_MAP),
         ("body", pa.binary()),
         ("copy_reason", pa.string()),
         ("to_queue", pa.string()),

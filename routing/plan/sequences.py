@@ -17,7 +17,11 @@ Inputs, per event (booleans already false for ineligible events):
 - ``_rollback``, ``_ack``: an eligible ROLLBACK / ACK;
 - ``_terminal``: an eligible event that ends the message whatever the count (expiry,
   MOVE, RETRY, SEND_TO_DLA);
-- ``delivery_count`` (before the batch), ``max_delivery_attempts``, ``at``.
+- ``_ready``: an eligible event that needs the message deliverable: a consumer's
+  delivery, a MOVE or SEND_TO_DLA naming it by id (Artemis's consumers and by-id
+  operations do not see a message scheduled for redelivery, SPEC §5.3);
+- ``delivery_count`` and ``redeliver_at`` (before the batch), ``max_delivery_attempts``,
+  ``redelivery_delay``, ``redelivery_delay_multiplier``, ``max_redelivery_delay``, ``at``.
 
 Outputs, per event (:data:`FIGURES`):
 
@@ -25,11 +29,22 @@ Outputs, per event (:data:`FIGURES`):
 - ``_count``: the delivery count after this event;
 - ``_ends``: this event ends the message (ACK, attempts exhausted, or terminal);
 - ``_first_end``: position of the first ending event (null: none);
-- ``_applied``: eligible and not after the first ending event;
+- ``_applied``: eligible, not waiting, and not after the first ending event;
 - ``_last``: position of the last applied event (the message's final state);
-- ``_rescheduled_at`` / ``_rescheduled_count``: ``at`` and ``_count`` of the last applied
-  ROLLBACK that did not end the message (null: none), from which the fold computes the
-  message's final ``redeliver_at``.
+- ``_waiting``: an eligible ``_ready`` event that came while the message waited for its
+  redelivery (before ``_redeliver_at`` of the last ROLLBACK applied before it, or of the
+  state): not applied, it changes nothing (the fold rejects it);
+- ``_waits_until``: the redelivery time the message waited for (with ``_waiting``);
+- ``_redeliver_at``: a ROLLBACK applied without ending the message: when the message may
+  be delivered again, ``at + min(max-redelivery-delay, delay * multiplier^(count-1))``
+  (Artemis ``QueueImpl.calculateRedeliveryDelay``; null without a delay);
+- ``_redeliver_at_after``: the message's ``redeliver_at`` after its applied events: the
+  ``_redeliver_at`` of the last such ROLLBACK, or the one it had if there is none.
+
+Which events wait depends on the events before them (a waiting delivery counts nothing,
+and so moves later redelivery times), so the figures are computed again, each round
+without the first waiting event of every message, until no event waits: once when
+none does, which is almost always.
 """
 
 from __future__ import annotations
@@ -45,10 +60,26 @@ from pyspark.sql.types import BooleanType, IntegerType, StructField, StructType,
 
 from routing.plan._columns import shuffle_partitions
 
-ELIGIBLE, ROLLBACK, ACK, TERMINAL = "_eligible", "_rollback", "_ack", "_terminal"
-FLAGS = (ELIGIBLE, ROLLBACK, ACK, TERMINAL)
-"""The flags :func:`in_order` reads of each event (see above), beside ``delivery_count``,
-``max_delivery_attempts`` and ``at``."""
+ELIGIBLE, ROLLBACK, ACK, TERMINAL, READY = (
+    "_eligible",
+    "_rollback",
+    "_ack",
+    "_terminal",
+    "_ready",
+)
+FLAGS = (ELIGIBLE, ROLLBACK, ACK, TERMINAL, READY)
+"""The flags :func:`in_order` reads of each event (see above), beside :data:`STATE`."""
+STATE = (
+    "delivery_count",
+    "redeliver_at",
+    "max_delivery_attempts",
+    "redelivery_delay",
+    "redelivery_delay_multiplier",
+    "max_redelivery_delay",
+    "at",
+)
+"""What :func:`in_order` reads of each event besides its flags: the message's state before
+the batch, its queue's settings, the event's time."""
 
 POS, COUNT, ENDS, FIRST_END, APPLIED, LAST = (
     "_pos",
@@ -58,7 +89,12 @@ POS, COUNT, ENDS, FIRST_END, APPLIED, LAST = (
     "_applied",
     "_last",
 )
-RESCHEDULED_AT, RESCHEDULED_COUNT = "_rescheduled_at", "_rescheduled_count"
+WAITING, WAITS_UNTIL, REDELIVER_AT, REDELIVER_AT_AFTER = (
+    "_waiting",
+    "_waits_until",
+    "_redeliver_at",
+    "_redeliver_at_after",
+)
 FIGURES = StructType(
     [
         StructField(POS, IntegerType()),
@@ -67,13 +103,15 @@ FIGURES = StructType(
         StructField(FIRST_END, IntegerType()),
         StructField(APPLIED, BooleanType()),
         StructField(LAST, IntegerType()),
-        StructField(RESCHEDULED_AT, TimestampType()),
-        StructField(RESCHEDULED_COUNT, IntegerType()),
+        StructField(WAITING, BooleanType()),
+        StructField(WAITS_UNTIL, TimestampType()),
+        StructField(REDELIVER_AT, TimestampType()),
+        StructField(REDELIVER_AT_AFTER, TimestampType()),
     ]
 )
 """The columns :func:`in_order` adds."""
 
-READ = (*FLAGS, "delivery_count", "max_delivery_attempts", "at")
+READ = (*FLAGS, *STATE)
 """The columns :func:`in_order` reads of each event, beside its key."""
 _FIGURES = "_figures"
 
@@ -160,8 +198,18 @@ def _flag(table: pa.Table, name: str) -> np.ndarray:
     return pc.fill_null(table.column(name), False).to_numpy().astype(bool)
 
 
-def _int(table: pa.Table, name: str) -> np.ndarray:
-    return pc.fill_null(table.column(name), 0).to_numpy().astype(np.int64)
+def _int(table: pa.Table, name: str, default: int = 0) -> np.ndarray:
+    return pc.fill_null(table.column(name), default).to_numpy().astype(np.int64)
+
+
+def _micros(table: pa.Table, name: str) -> np.ndarray:
+    """A timestamp column as epoch µs, null as :data:`_NONE`."""
+    micros = pc.cast(table.column(name), pa.int64())
+    return pc.fill_null(micros, _NONE).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _timestamps(micros: np.ndarray, missing: np.ndarray) -> pa.Array:
+    return pa.array(np.where(missing, 0, micros), mask=missing).cast(_TIMESTAMP)
 
 
 def _figures(table: pa.Table, key: Sequence[str]) -> pa.Table:
@@ -174,29 +222,56 @@ def _figures(table: pa.Table, key: Sequence[str]) -> pa.Table:
     pos = row - first[group] + 1
 
     eligible, terminal = _flag(table, ELIGIBLE), _flag(table, TERMINAL)
-    rollback, ack = _flag(table, ROLLBACK), _flag(table, ACK)
-    running = np.cumsum(rollback)
-    rollbacks = running - (running - rollback)[first][group]  # this group's, up to this row
-    count = _int(table, "delivery_count") + rollbacks + ack
-    attempts = _int(table, "max_delivery_attempts")
-    ends = ack | terminal | (rollback & (attempts > 0) & (count >= attempts))
+    rollback0, ack0, ready = _flag(table, ROLLBACK), _flag(table, ACK), _flag(table, READY)
+    at = _micros(table, "at")
+    state_until = _micros(table, "redeliver_at")[first]  # the message's, before the batch
+    delay = _int(table, "redelivery_delay")
+    multiplier = pc.fill_null(table.column("redelivery_delay_multiplier"), 1.0).to_numpy()
+    max_delay = _int(table, "max_redelivery_delay")
+    waiting = np.zeros(n, dtype=bool)
+    while True:
+        live = eligible & ~waiting
+        rollback, ack = rollback0 & live, ack0 & live
+        running = np.cumsum(rollback)
+        rollbacks: np.ndarray = running - (running - rollback)[first][group]  # this group's
+        count = _int(table, "delivery_count") + rollbacks + ack
+        attempts = _int(table, "max_delivery_attempts")
+        ends = ack | (terminal & live) | (rollback & (attempts > 0) & (count >= attempts))
 
-    first_end = np.full(groups, _NONE)
-    np.minimum.at(first_end, group[ends], pos[ends])
-    group_first_end = first_end[group]
-    none_ended = group_first_end == _NONE
-    applied = eligible & (none_ended | (pos <= group_first_end))
-    last_eligible = np.zeros(groups, dtype=np.int64)
-    np.maximum.at(last_eligible, group[eligible], pos[eligible])
-    last = np.where(none_ended, last_eligible[group], group_first_end)
+        first_end = np.full(groups, _NONE)
+        np.minimum.at(first_end, group[ends], pos[ends])
+        group_first_end = first_end[group]
+        none_ended = group_first_end == _NONE
+        applied = live & (none_ended | (pos <= group_first_end))
+        rescheduling = applied & rollback & ~ends
+        # the redelivery time each rescheduling ROLLBACK sets (QueueImpl.calculateRedeliveryDelay)
+        exponent = np.maximum(count - 1, 0).astype(np.float64)
+        millis = np.minimum(delay * np.power(multiplier, exponent), max_delay)
+        scheduled = rescheduling & (delay > 0)
+        until = np.where(scheduled, at + millis.astype(np.int64) * 1000, _NONE)
+        # what each event finds: the time set by the last rescheduling ROLLBACK before it
+        # (one without a delay clears it), else the message's state before the batch
+        latest = np.maximum.accumulate(np.where(rescheduling, row, -1))
+        previous = np.concatenate([[-1], latest[:-1]])
+        from_batch = previous >= first[group]
+        finds = np.where(from_batch, until[np.maximum(previous, 0)], state_until[group])
+        early = applied & ready & (finds != _NONE) & (at < finds)
+        if not early.any():
+            break
+        first_early = np.full(groups, _NONE)
+        np.minimum.at(first_early, group[early], pos[early])
+        waiting |= early & (pos == first_early[group])
 
-    rescheduling = applied & rollback & ~ends
+    last_live = np.zeros(groups, dtype=np.int64)
+    np.maximum.at(last_live, group[live], pos[live])
+    last = np.where(none_ended, last_live[group], group_first_end)
     last_rescheduling = np.full(groups, -1)
     np.maximum.at(last_rescheduling, group[rescheduling], row[rescheduling])
     source = last_rescheduling[group]
     rescheduled = source >= 0
-    at = pc.cast(table.column("at"), pa.int64()).to_numpy(zero_copy_only=False)
-    source = np.maximum(source, 0)
+    after = np.where(rescheduled, until[np.maximum(source, 0)], state_until[group])
+    # what a waiting event found (the events before it are those it saw when it waited)
+    waits = np.where(waiting, finds, _NONE)
 
     figures = {
         POS: pa.array(pos.astype(np.int32)),
@@ -205,8 +280,10 @@ def _figures(table: pa.Table, key: Sequence[str]) -> pa.Table:
         FIRST_END: pa.array(group_first_end.astype(np.int32), mask=none_ended),
         APPLIED: pa.array(applied),
         LAST: pa.array(last.astype(np.int32), mask=last == 0),
-        RESCHEDULED_AT: pa.array(at[source], mask=~rescheduled).cast(_TIMESTAMP),
-        RESCHEDULED_COUNT: pa.array(count[source].astype(np.int32), mask=~rescheduled),
+        WAITING: pa.array(waiting),
+        WAITS_UNTIL: _timestamps(waits, waits == _NONE),
+        REDELIVER_AT: _timestamps(until, until == _NONE),
+        REDELIVER_AT_AFTER: _timestamps(after, after == _NONE),
     }
     for name, values in figures.items():
         table = table.append_column(name, values)

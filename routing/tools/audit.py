@@ -44,7 +44,7 @@ from pathlib import Path
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from routing.broker.ids import DIVERT
+from routing.broker.ids import DEAD_LETTER, DIVERT
 from routing.broker.layout import DELIVERIES, MANAGEMENT
 from routing.io.delta_tables import last_user_metadata
 from routing.io.lake import Lake
@@ -80,6 +80,7 @@ __all__ = [
     "outcomes",
     "path",
     "paths",
+    "properties_of",
     "read_table",
     "side_by_side",
     "top_causes",
@@ -190,6 +191,24 @@ def _properties() -> Column:
     return F.coalesce(F.col("properties"), F.create_map().cast(_EMPTY_MAP))
 
 
+def _sent_on() -> Column:
+    """The row is a message that send-to-dla-on-no-route sent on to its dead-letter address:
+    the message itself, same id (SPEC §5.2 step 4), so its id is also that of the row it
+    was sent as. Joins of a message's events by id read the row it was sent as."""
+    props = _properties()
+    return F.coalesce(
+        (F.col("copy_reason") == F.lit(DEAD_LETTER))
+        & ~F.map_contains_key(props, ORIG_QUEUE)
+        & (F.try_element_at(props, F.lit(ORIG_MESSAGE_ID)) == F.col("message_id").cast("string")),
+        F.lit(False),
+    )
+
+
+def _as_sent(messages: DataFrame) -> DataFrame:
+    """Each message as it was sent or made: one row per id (:func:`_sent_on` rows left out)."""
+    return messages.where(~_sent_on())
+
+
 def _history_size(props: Column, name: str) -> Column:
     """How many ``name_N`` entries (canonical suffixes only) a properties map holds."""
     return F.size(F.filter(F.map_keys(props), lambda k: k.rlike(f"^{name}{_SUFFIX}")))
@@ -253,6 +272,7 @@ def paths(of: DataFrame, messages: DataFrame) -> DataFrame:
     """
     rows = messages.select(
         F.col("message_id").alias("hop_message_id"),
+        "address",  # a message sent on to its dead-letter address has its id there too
         "copy_reason",
         "sent_at",
         F.when(
@@ -261,7 +281,7 @@ def paths(of: DataFrame, messages: DataFrame) -> DataFrame:
         F.lit(True).alias("_found"),
     )
     hops = of.select("message_id", F.inline(_hop_array()))
-    return hops.join(rows, "hop_message_id", "left").select(
+    return hops.join(rows, ["hop_message_id", "address"], "left").select(
         "message_id",
         "hop",
         "hop_message_id",
@@ -285,8 +305,11 @@ def path(messages: DataFrame, message_id: int) -> DataFrame:
         # hop 2: a DEAD_LETTER copy via orders.eu on DLA
     """
     _check_id(message_id)
+    rows = messages.where(F.col("message_id") == F.lit(message_id))
+    # a message sent on to its dead-letter address is there too: where it went last
+    last = rows.orderBy(F.size(_hop_array()).desc()).limit(1)
     return (
-        paths(messages.where(F.col("message_id") == F.lit(message_id)), messages)
+        paths(last, messages)
         .select(
             "hop",
             F.col("hop_message_id").alias("message_id"),
@@ -334,7 +357,8 @@ def lineage(messages: DataFrame, journal: DataFrame, message_id: int) -> DataFra
         F.col("copy_reason").alias("_next_reason"),
         F.col("sent_at").alias("_next_at"),
     )
-    steps = F.broadcast(hops.join(following, "hop", "left"))
+    preceding = hops.select((F.col("hop") + 1).alias("hop"), F.col("message_id").alias("_prev_id"))
+    steps = F.broadcast(hops.join(following, "hop", "left").join(preceding, "hop", "left"))
     logged = journal.select(
         "message_id",
         "queue",
@@ -344,14 +368,20 @@ def lineage(messages: DataFrame, journal: DataFrame, message_id: int) -> DataFra
         "at",
         F.try_element_at("detail", F.lit("copy_id")).try_cast("long").alias("_copy_id"),
     )
+    # a message send-to-dla-on-no-route sent on keeps its id: the journal row that sent it
+    # (no queue) is the previous hop's
+    sent_on_before = F.coalesce(F.col("message_id") == F.col("_prev_id"), F.lit(False))
     on_path = (
         steps.join(logged, "message_id")
         .where(
-            F.col("_next_id").isNull()
-            | (F.col("queue") == F.col("_next_via"))
-            | (F.col("_copy_id") == F.col("_next_id"))
+            (
+                F.col("_next_id").isNull()
+                | (F.col("queue") == F.col("_next_via"))
+                | (F.col("_copy_id") == F.col("_next_id"))
+            )
+            & ~(sent_on_before & F.col("queue").isNull())
         )
-        .drop("_copy_id")
+        .drop("_copy_id", "_prev_id")
     )
     diverted = steps.where(F.col("_next_reason") == F.lit(DIVERT)).select(
         "hop",
@@ -383,6 +413,40 @@ def lineage(messages: DataFrame, journal: DataFrame, message_id: int) -> DataFra
     )
 
 
+def properties_of(messages: DataFrame, message_id: int) -> DataFrame:
+    """A message's properties with their types, as filters see them (SPEC §3.1, §5.1).
+
+    A typed property compares as Artemis compares its type (a ``long`` 7 is not the
+    string ``'7'``); an untyped one by the lake's lenient rule (a numeric-looking string
+    compares as a number): the type says which rule applied to a filter that did or did
+    not match.
+
+    :return: ``address`` (where the message was sent or made; a message send-to-dla-on-
+        no-route sent on has one row per address), ``name``, ``value`` (the text),
+        ``type`` (``long``, ``string``, ...; ``untyped`` for a property without one),
+        sorted by address and name.
+
+    Example::
+
+        properties_of(lake.messages, 2).show()
+        # orders  amount  950  long
+        # orders  region  EU   untyped
+    """
+    _check_id(message_id)
+    types = F.coalesce(F.col("property_types"), F.create_map().cast(_EMPTY_MAP))
+    return (
+        messages.where(F.col("message_id") == F.lit(message_id))
+        .select("address", F.explode(_properties()).alias("name", "value"), types.alias("_types"))
+        .select(
+            "address",
+            "name",
+            "value",
+            F.coalesce(F.try_element_at("_types", F.col("name")), F.lit("untyped")).alias("type"),
+        )
+        .orderBy("address", "name")
+    )
+
+
 def copies_of(messages: DataFrame, queue_messages: DataFrame, message_id: int) -> DataFrame:
     """Where a message and every copy made from it are: the reverse of :func:`path`.
 
@@ -410,23 +474,34 @@ def copies_of(messages: DataFrame, queue_messages: DataFrame, message_id: int) -
             lambda e: e["key"].startswith(ORIG_MESSAGE_ID) & (e["value"] == wanted),
         )
     )
+    row = ["message_id", "_address", "copy_reason", "sent_at"]
     found = (
         candidates.select(
-            "message_id", "address", "copy_reason", "sent_at", _hop_array().alias("_hops")
+            "message_id",
+            F.col("address").alias("_address"),
+            "copy_reason",
+            "sent_at",
+            _hop_array().alias("_hops"),
         )
         .select("*", (F.size("_hops") - 1).alias("_last"), F.inline("_hops"))
         .where(F.col("hop_message_id") == F.lit(message_id))
+        # the first hop that is the message: a message sent on to its dead-letter address
+        # (same id) is one hop from where it was sent
+        .groupBy(*row, "_last")
+        .agg(F.min("hop").alias("_first"))
         .select(
-            (F.col("_last") - F.col("hop")).alias("depth"),
+            (F.col("_last") - F.col("_first")).alias("depth"),
             "message_id",
-            F.col("_hops")[F.col("_last")]["address"].alias("address"),
+            F.col("_address").alias("address"),
             "copy_reason",
             "sent_at",
         )
     )
-    state = queue_messages.select("message_id", "queue", "status", "delivery_count", "status_at")
+    state = queue_messages.select(
+        "message_id", "address", "queue", "status", "delivery_count", "status_at"
+    )
     return (
-        found.join(state, "message_id", "left")
+        found.join(state, ["message_id", "address"], "left")
         .select(
             "depth",
             "message_id",
@@ -461,7 +536,8 @@ def dead_letters(
 
     - ``MAX_DELIVERY_ATTEMPTS``: its delivery attempts ran out (a ROLLBACK ended it);
     - ``SEND_TO_DLA``: an operator's management row sent it;
-    - ``NO_ROUTE``: send-to-dla-on-no-route (no queue; the copy has no ``_AMQ_ORIG_QUEUE``).
+    - ``NO_ROUTE``: send-to-dla-on-no-route (no queue; the message itself goes on, same id,
+      without ``_AMQ_ORIG_QUEUE``).
 
     A dropped dead letter's journal row records only why it was dropped, so its cause
     is read from ``deliveries``: a ROLLBACK of it in that queue at that instant means
@@ -471,8 +547,8 @@ def dead_letters(
         ``message_id``, ``cause``, ``outcome`` (``DEAD_LETTERED`` or ``DROPPED``),
         ``dropped_reason``, ``delivery_count`` (attempts), ``routed_at`` (when it
         entered the queue), ``seconds`` (from ``routed_at`` to the dead letter; null
-        without a queue), ``dead_letter_address``, ``copy_id`` (the DLA copy),
-        ``origin_address`` / ``origin_message_id`` (where the producer sent it, hop 0),
+        without a queue), ``dead_letter_address``, ``copy_id`` (the DLA copy; for a
+        no route, the message's own id), ``origin_address`` / ``origin_message_id`` (where the producer sent it, hop 0),
         ``divert`` (the divert that made it, when it is a divert copy).
     """
     reason = F.try_element_at("detail", F.lit("reason"))
@@ -494,7 +570,7 @@ def dead_letters(
         .select("queue", "message_id", "at", F.lit(True).alias("_rollback"))
         .dropDuplicates(["queue", "message_id", "at"])
     )
-    sent = messages.select(
+    sent = _as_sent(messages).select(
         "message_id", "address", "copy_reason", F.col("properties").alias("_properties")
     )
     entered = queue_messages.select("queue", "message_id", "routed_at")
@@ -686,7 +762,7 @@ def dropped(journal: DataFrame, messages: DataFrame) -> DataFrame:
         "delivery_count",
         F.try_element_at("detail", F.lit("address")).alias("_address"),
     )
-    sent = messages.select("message_id", F.col("address").alias("_sent_to"))
+    sent = _as_sent(messages).select("message_id", F.col("address").alias("_sent_to"))
     return rows.join(sent, "message_id", "left").select(
         "at",
         F.coalesce("_address", "_sent_to").alias("address"),

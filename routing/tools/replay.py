@@ -4,7 +4,10 @@ A log is JSON Lines or Parquet, one record per line/row, each with a ``type``:
 
 - ``send``: ``address``, ``message_id``, ``sent_at`` and the optional message
   columns of SPEC §3.1 (``routing_type``, ``expiration``, ``priority``,
-  ``durable``, ``user_id``, ``properties``, ``body`` as text or ``body_base64``);
+  ``durable``, ``user_id``, ``properties``, ``property_types``, ``body`` as text or
+  ``body_base64``); in JSON a property's value carries its type (a string is
+  untyped, an integer a ``long``, another number a ``double``, a boolean a
+  ``boolean``, ``{"type": T, "value": V}`` a T), and ``property_types`` adds types;
 - ``delivery``: ``queue``, ``message_id``, ``outcome``, ``at``;
 - ``management``: ``op``, ``queue``, ``message_id``, ``filter``, ``to_queue``, ``at``.
 
@@ -38,6 +41,7 @@ from pyspark.sql.types import (
 
 from routing.broker import layout
 from routing.broker.layout import address_source
+from routing.broker.properties import BOOLEAN, DOUBLE, LONG
 from routing.io.lake import Lake
 from routing.io.storage import TABLE, append_tables
 from routing.plan import schemas
@@ -59,6 +63,7 @@ RECORD = StructType(
         StructField("durable", StringType()),
         StructField("user_id", StringType()),
         StructField("properties", MapType(StringType(), StringType())),
+        StructField("property_types", MapType(StringType(), StringType())),
         StructField("body", StringType()),
         StructField("body_base64", StringType()),
         StructField("queue", StringType()),
@@ -72,9 +77,15 @@ RECORD = StructType(
 """A log record with every scalar as text: converted and checked by :func:`load`."""
 
 JSON_RECORD = StructType(
-    [StructField(f.name, VariantType()) if f.name == "properties" else f for f in RECORD.fields]
+    [
+        StructField(f.name, VariantType()) if f.name in ("properties", "property_types") else f
+        for f in RECORD.fields
+    ]
 )
-""":data:`RECORD` as JSON Lines are parsed: ``properties`` kept whole, to check its kind."""
+""":data:`RECORD` as JSON Lines are parsed: the maps kept whole, to check their kinds."""
+
+_SCALAR = ("STRING", "BIGINT", "DOUBLE", "BOOLEAN")
+"""What a JSON property value may be (besides null, a decimal number and a typed value)."""
 
 TIMES = ("sent_at", "expiration", "at")
 NUMBERS = {"message_id": "long", "priority": "int"}
@@ -128,21 +139,14 @@ def _json_records(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
     start = literal_map(offsets, "long")[F.concat_ws("|", "file", F.col("_split").cast("string"))]
     numbered = lines.withColumn("number", start + F.col("_id").bitwiseAND(F.lit(_POSITION)) + 1)
     parsed = numbered.where(F.trim("raw") != "").withColumn("r", F.from_json("raw", JSON_RECORD))
-    properties = F.col("r.properties")
+    properties, types = F.col("r.properties"), F.col("r.property_types")
     as_map = F.try_variant_get(properties, "$", "map<string,variant>")
-    strings = (
-        properties.isNull()
-        | F.is_variant_null(properties)
-        | (
-            as_map.isNotNull()
-            & F.forall(
-                F.map_values(as_map),
-                lambda v: F.is_variant_null(v) | (F.schema_of_variant(v) == "STRING"),
-            )
-        )
-    )
+    readable = F.forall(F.map_values(as_map), _property_value)
+    types_map = F.try_variant_get(types, "$", "map<string,string>")
     fields = {f.name: F.col(f"r.{f.name}") for f in RECORD.fields}
-    fields["properties"] = F.try_variant_get(properties, "$", "map<string,string>")
+    text = F.transform_values(as_map, lambda _k, v: _property_text(v))
+    fields["properties"] = text
+    fields["property_types"] = _property_types(as_map, types_map)
     return parsed.select(
         "file",
         "number",
@@ -151,10 +155,87 @@ def _json_records(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
             F.try_parse_json("raw").isNull() | ~F.trim("raw").startswith("{"),
             F.lit("not a JSON object"),
         )
-        .when(~strings, F.lit("properties is not a map of strings"))
+        .when(
+            _present(properties) & (as_map.isNull() | ~readable),
+            F.lit(
+                "properties is not an object of strings, numbers, booleans or "
+                '{"type": ..., "value": ...} values'
+            ),
+        )
+        .when(
+            _present(types) & types_map.isNull(),
+            F.lit("property_types is not an object of strings"),
+        )
         .alias("_parse"),
         *[column.alias(name) for name, column in fields.items()],
     )
+
+
+def _present(value: Column) -> Column:
+    """A JSON field given, and not null."""
+    return value.isNotNull() & ~F.is_variant_null(value)
+
+
+def _property_value(value: Column) -> Column:
+    """A JSON property value the log may carry: null, a string, a number, a boolean, or a
+    typed value ``{"type": T, "value": V}`` (V a string, number or boolean)."""
+    kind = F.schema_of_variant(value)
+    inner = F.try_variant_get(value, "$.value", "variant")
+    typed = (
+        kind.startswith("OBJECT<")
+        & F.try_variant_get(value, "$.type", "string").isNotNull()
+        & inner.isNotNull()
+        & (
+            F.schema_of_variant(inner).isin(*_SCALAR)
+            | F.schema_of_variant(inner).startswith("DECIMAL")
+        )
+        & (F.size(F.try_variant_get(value, "$", "map<string,variant>")) == 2)
+    )
+    return F.is_variant_null(value) | kind.isin(*_SCALAR) | kind.startswith("DECIMAL") | typed
+
+
+def _scalar_text(value: Column) -> Column:
+    """A JSON scalar as the lake's text: Java's (``7``, ``2.5``, ``1.0E20``, ``true``)."""
+    kind = F.schema_of_variant(value)
+    number = F.try_variant_get(value, "$", "double").cast("string")
+    return F.when(kind.isin("DOUBLE") | kind.startswith("DECIMAL"), number).otherwise(
+        F.try_variant_get(value, "$", "string")
+    )
+
+
+def _property_text(value: Column) -> Column:
+    """A property value's text (:func:`_property_value`): a typed value's ``value``."""
+    typed = F.schema_of_variant(value).startswith("OBJECT<")
+    inner = F.try_variant_get(value, "$.value", "variant")
+    return F.when(typed, _scalar_text(inner)).otherwise(_scalar_text(value))
+
+
+def _property_type(value: Column) -> Column:
+    """A property value's type: a string is untyped (null), a JSON integer a ``long``,
+    another number a ``double``, a boolean a ``boolean``, a typed value its ``type``."""
+    kind = F.schema_of_variant(value)
+    return (
+        F.when(kind == "BIGINT", F.lit(LONG))
+        .when((kind == "DOUBLE") | kind.startswith("DECIMAL"), F.lit(DOUBLE))
+        .when(kind == "BOOLEAN", F.lit(BOOLEAN))
+        .when(kind.startswith("OBJECT<"), F.try_variant_get(value, "$.type", "string"))
+    )
+
+
+def _property_types(values: Column, explicit: Column) -> Column:
+    """A record's ``property_types``: those its values carry, and ``explicit`` over them
+    (null when the record has no typed property)."""
+    carried = F.map_filter(F.transform_values(values, lambda _k, v: _property_type(v)), _typed)
+    merged = F.map_zip_with(
+        F.coalesce(carried, F.create_map().cast("map<string,string>")),
+        F.coalesce(explicit, F.create_map().cast("map<string,string>")),
+        lambda _k, a, b: F.coalesce(b, a),
+    )
+    return F.when(F.size(merged) > 0, F.map_filter(merged, _typed))
+
+
+def _typed(_key: Column, kind: Column) -> Column:
+    return kind.isNotNull()
 
 
 def _parquet_records(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
@@ -181,11 +262,8 @@ def _parquet_records(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
 
     binary_body = isinstance(schema.get("body"), BinaryType)
     columns = {f.name: text(f.name) for f in RECORD.fields}
-    columns["properties"] = (
-        F.col("properties")
-        if "properties" in schema
-        else F.lit(None).cast(RECORD["properties"].dataType)
-    )
+    for name in ("properties", "property_types"):
+        columns[name] = F.col(name) if name in schema else F.lit(None).cast(RECORD[name].dataType)
     if binary_body:
         columns["body"] = F.lit(None).cast("string")
         columns["body_base64"] = F.coalesce(text("body_base64"), F.base64("body"))
@@ -341,6 +419,7 @@ def checked(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
         (durable == "true").alias("durable"),
         "user_id",
         "properties",
+        "property_types",
         F.coalesce(
             F.try_to_binary("body_base64", F.lit("base64")), F.encode("body", "UTF-8")
         ).alias("body"),
