@@ -77,10 +77,11 @@ from routing.broker.filters import (
     like_regex,
     parse_filter,
 )
+from routing.broker.properties import INTEGER, INTEGRAL_RANGES, PROPERTY_TYPES
 
 __all__ = ["filter_column", "matches"]
 
-INT_MIN, INT_MAX = -(2**31), 2**31 - 1
+INT_MIN, INT_MAX = INTEGRAL_RANGES[INTEGER]
 
 # --------------------------------------------------------------------------------------
 # Expressions (_IR): hashable tuples, simplified as they are built, rendered to Columns once
@@ -381,18 +382,11 @@ class _Renderer:
 BOOL, BYTE, SHORT, INT, LONG, FLOAT, DOUBLE, STRING, BIGDEC, UNTYPED = range(10)
 _INTEGRAL = (BYTE, SHORT, INT, LONG)
 _NUMBER = (*_INTEGRAL, FLOAT, DOUBLE, BIGDEC)
-_TYPE_NAMES = {
-    "boolean": BOOL,
-    "byte": BYTE,
-    "short": SHORT,
-    "integer": INT,
-    "long": LONG,
-    "float": FLOAT,
-    "double": DOUBLE,
-    "string": STRING,
-}
-_RANGES = {BYTE: (-(2**7), 2**7 - 1), SHORT: (-(2**15), 2**15 - 1), INT: (INT_MIN, INT_MAX)}
-_RANGES[LONG] = (LONG_MIN, LONG_MAX)
+_TYPE_NAMES = dict(
+    zip(PROPERTY_TYPES, (BOOL, BYTE, SHORT, INT, LONG, FLOAT, DOUBLE, STRING), strict=True)
+)
+"""``property_types``' names -> Java classes."""
+_RANGES = {_TYPE_NAMES[name]: bounds for name, bounds in INTEGRAL_RANGES.items()}
 
 # An untyped text reads as a number when it is an integer (a long if it fits) or a decimal
 # with an optional exponent; no spaces, no NaN/Infinity, no Java suffixes (1d, 1f, 0x10).
