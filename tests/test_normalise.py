@@ -86,6 +86,11 @@ TYPED_CASES = [
         "property_types: 'n' is typed byte but its value '128' does not read as one",
     ),
     ({"n": "2147483648"}, {"n": "integer"}, "its value '2147483648' does not read as one"),
+    # the bounds, and leading zeros, which make a text long without making it large
+    ({"n": "9223372036854775807", "m": "-9223372036854775808"}, {"n": "long", "m": "long"}, None),
+    ({"n": "+0000000000000000000000001", "m": "-000127"}, {"n": "long", "m": "byte"}, None),
+    ({"n": "9223372036854775808"}, {"n": "long"}, "its value '9223372036854775808' does not"),
+    ({"n": "-000129"}, {"n": "byte"}, "its value '-000129' does not read as one"),
     (
         {"b": "yes"},
         {"b": "boolean"},
