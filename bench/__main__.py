@@ -11,7 +11,13 @@ MODULES = ["storage", "breadcrumbs", "routing", "floor", "route", "replay", "soa
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench")
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description="The performance figures of docs/PERFORMANCE.md, each printed beside a\n"
+        "reference measured in the same run (`make bench` runs every module).",
+        epilog="example:\n  python -m bench route floor --scale 0.1",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("modules", nargs="*", default=MODULES, help=f"any of {MODULES}")
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of the full data sizes")
     parser.add_argument(

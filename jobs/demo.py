@@ -26,9 +26,18 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
+from jobs._logging import session_log
 from routing.broker.ids import copy_id_py
 from routing.broker.properties import LONG
 from routing.io.lake import Lake
+
+HELP = """\
+What `make run` does: generate a shop's traffic for conf/broker.xml, replay it into a
+lake and print how many messages ended in each queue and status.
+
+Orders are diverted to a regional queue and copied to an audit trail; payments are
+rolled back, redelivered with a growing delay, dead-lettered after three attempts and
+retried by an operator; notifications expire when nobody reads them."""
 
 START = np.datetime64("2026-01-01T00:00:00", "us")
 SPACING_US = 1_000  # one message per millisecond of event time
@@ -261,17 +270,22 @@ def write_log(path: str | Path, messages: int, seed: int = 7) -> Path:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m jobs.demo", description=__doc__.splitlines()[0]
+        prog="python -m jobs.demo",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=HELP,
+        epilog="example:\n  python -m jobs.demo --lake ./lake --messages 100000 --fresh",
     )
     parser.add_argument("--lake", default="./lake", help="lake root (default ./lake)")
     parser.add_argument("--conf", default="conf/broker.xml", help="the demo broker.xml")
     parser.add_argument(
         "--messages", type=int, default=20_000, help="messages to send (default 20000)"
     )
-    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--seed", type=int, default=7, help="the traffic's seed (default 7)")
     parser.add_argument("--fresh", action="store_true", help="delete the lake first")
     parser.add_argument(
-        "--verbose", action="store_true", help="log errors with their traceback (debug level)"
+        "--verbose",
+        action="store_true",
+        help="Spark's own log and errors' tracebacks on the console, not in LAKE/_logs",
     )
     return parser.parse_args(argv)
 
@@ -321,11 +335,14 @@ def main(
     from routing.io.session import build_session
 
     own_session = spark is None
+    log_file = session_log(Lake.at(lake), "demo", args.verbose) if own_session else None
     if spark is None:
-        spark = build_session("jobs.demo")
+        spark = build_session("jobs.demo", log_file=log_file)
     try:
         job = ["--log", str(log), "--lake", str(lake), "--conf", args.conf]
-        status = replay.main(job + ["--verbose"] * args.verbose, spark=spark, out=out)
+        status = replay.main(
+            job + ["--verbose"] * args.verbose, spark=spark, out=out, log_file=log_file
+        )
         if status == 0:
             print(
                 "queue_messages by queue and status:\n" + report(spark, str(lake)),

@@ -25,7 +25,7 @@ from pyspark import StorageLevel
 from pyspark.sql import SparkSession
 
 from jobs import route
-from jobs._logging import configure
+from jobs._logging import configure, one_line, session_log, where_detail
 from routing.broker.config import ConfigError, load_config
 from routing.io.lake import Lake
 from routing.io.lake_events import input_sources, inputs_within
@@ -34,6 +34,21 @@ from routing.plan.scratch import Scratch
 from routing.tools import replay
 
 log = logging.getLogger("jobs.replay")
+
+HELP = """\
+Replay historical message logs: load them into the lake, then route them.
+
+A log is JSON Lines or Parquet (docs/REPLAY.md): sends, deliveries and management
+operations in time order. Bad lines go to the lake's rejected table with their line
+number. Loading the same log into the same lake twice appends it once."""
+
+EXAMPLES = """\
+examples:
+  python -m jobs.replay --log conf/sample-log.jsonl --lake ./lake --conf conf/broker.xml
+  python -m jobs.replay --log jan.parquet --log feb.parquet --lake ./lake --conf broker.xml
+
+exit status: 0 done, 2 the configuration is invalid (nothing written), 1 a log or the
+lake could not be read (one line here; the detail in LAKE/_logs)."""
 
 MAX_EVENTS_PER_TRIGGER = 2_600_000
 """The routing run's rate limit unless ``--max-events-per-trigger`` says otherwise: input
@@ -44,7 +59,10 @@ the 1M one's (docs/REPLAY.md, "Memory")."""
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m jobs.replay", description=__doc__.splitlines()[0]
+        prog="python -m jobs.replay",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=HELP,
+        epilog=EXAMPLES,
     )
     parser.add_argument(
         "--log", action="append", required=True, help="a JSON Lines or Parquet log (repeatable)"
@@ -59,7 +77,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         f"(default {MAX_EVENTS_PER_TRIGGER:,}; 0: the whole log in one batch)",
     )
     parser.add_argument(
-        "--verbose", action="store_true", help="log errors with their traceback (debug level)"
+        "--verbose",
+        action="store_true",
+        help="Spark's own log and errors' tracebacks on the console, not in LAKE/_logs",
     )
     return parser.parse_args(argv)
 
@@ -109,6 +129,7 @@ def main(
     spark: SparkSession | None = None,
     out: TextIO | None = None,
     err: TextIO | None = None,
+    log_file: Path | None = None,
 ) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
@@ -117,7 +138,7 @@ def main(
     try:
         load_config(args.conf)
     except (ConfigError, OSError, ValueError) as error:
-        print(f"configuration error: {error}", file=err)
+        print(f"configuration error: {one_line(error)}", file=err)
         log.debug("configuration error", exc_info=error)
         return 2
     missing = [log for log in args.log if not Path(log).is_file()]
@@ -126,16 +147,21 @@ def main(
         return 1
     logs = [str(Path(log).absolute()) for log in args.log]
     own_session = spark is None
+    if own_session:
+        log_file = session_log(Lake.at(args.lake), "replay", args.verbose)
+    configure(args.verbose, err, log_file)
     if spark is None:
         from routing.io.session import build_session
 
-        spark = build_session("jobs.replay", short_run=short_run(Lake.at(args.lake), logs))
+        spark = build_session(
+            "jobs.replay", short_run=short_run(Lake.at(args.lake), logs), log_file=log_file
+        )
     try:
         started = time.perf_counter()
         try:
             load_logs(spark, Lake.at(args.lake), logs)
         except Exception as error:  # an unreadable log: say which, write nothing more
-            print(f"log error: {error}", file=err)
+            print(f"log error: {one_line(error)}{where_detail(log_file)}", file=err)
             log.debug("log error", exc_info=error)
             return 1
         print(
@@ -146,7 +172,7 @@ def main(
         job = ["--conf", args.conf, "--lake", args.lake, "--available-now"]
         if args.max_events_per_trigger:
             job += ["--max-events-per-trigger", str(args.max_events_per_trigger)]
-        return route.main(job, spark=spark, out=out, err=err)
+        return route.main(job, spark=spark, out=out, err=err, log_file=log_file)
     finally:
         if own_session:
             spark.stop()

@@ -1,4 +1,4 @@
-"""The routing job (SPEC §6).
+"""The routing job: an Artemis broker's routing over the lake's Delta tables.
 
     python -m jobs.route --conf conf/broker.xml --lake ./lake --available-now [--as-of TS]
     python -m jobs.route --conf conf/broker.xml --lake ./lake          # runs until stopped
@@ -29,7 +29,7 @@ from typing import TextIO
 from deltalake.exceptions import DeltaError
 from pyspark.sql import DataFrame, Row, SparkSession
 
-from jobs._logging import configure
+from jobs._logging import configure, one_line, session_log, where_detail
 from routing.broker.config import ConfigError, load_config
 from routing.broker.layout import (
     JOURNAL,
@@ -73,10 +73,31 @@ METRICS = ("rows_in", "routed", "applied", "copies", "dead_letters", "expiries",
 
 log = logging.getLogger("jobs.route")
 
+HELP = """\
+Route a broker's traffic as Apache ActiveMQ Artemis would, over the Delta tables of a lake.
+
+Reads what producers appended to addresses/<address>, what consumers appended to
+deliveries (ACK, ROLLBACK) and what operators appended to management, and writes the
+queues (queue_messages), the journal, the rows it rejected (rejected, with a reason)
+and every copy (diverted, dead-lettered, expired, moved) to its address table, as the
+broker configured by --conf would. Runs until stopped, or over what there is with
+--available-now. A run resumes where the last one stopped."""
+
+EXAMPLES = """\
+examples:
+  python -m jobs.route --conf conf/broker.xml --lake ./lake --available-now
+  python -m jobs.route --conf conf/broker.xml --lake ./lake          # until Ctrl-C
+
+exit status: 0 done, 2 the configuration is invalid (nothing written), 1 the lake could
+not be read or a batch failed (one line here; the detail in LAKE/_logs)."""
+
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m jobs.route", description=__doc__.splitlines()[0]
+        prog="python -m jobs.route",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=HELP,
+        epilog=EXAMPLES,
     )
     parser.add_argument("--conf", required=True, help="the broker.xml to route with")
     parser.add_argument("--lake", default="./lake", help="lake root (default ./lake)")
@@ -91,7 +112,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--max-events-per-trigger", type=int, help="rate limit: input rows per micro-batch"
     )
     parser.add_argument(
-        "--verbose", action="store_true", help="log errors with their traceback (debug level)"
+        "--verbose",
+        action="store_true",
+        help="Spark's own log and errors' tracebacks on the console, not in LAKE/_logs",
     )
     return parser.parse_args(argv)
 
@@ -319,46 +342,48 @@ def main(
     spark: SparkSession | None = None,
     out: TextIO | None = None,
     err: TextIO | None = None,
+    log_file: Path | None = None,
 ) -> int:
     """Run the job; returns the exit status.
 
     :param spark: a session to use (and leave running), e.g. the tests' one.
     :param out: where progress and the summary go (default stdout).
     :param err: where errors go (default stderr).
+    :param log_file: where the given session logs (errors' detail goes there too).
     """
     out = out or sys.stdout
     err = err or sys.stderr
     args = parse_args(argv)
+    lake = Lake.at(args.lake)
     configure(args.verbose, err)
     try:
         config = load_config(args.conf)
         as_of = parse_as_of(args.as_of) if args.as_of else None
-    except ConfigError as error:
-        print(f"configuration error: {error}", file=err)
+    except (ConfigError, OSError, ValueError) as error:
+        print(f"configuration error: {one_line(error)}", file=err)
         log.debug("configuration error", exc_info=error)
         return 2
-    except (OSError, ValueError) as error:
-        print(f"configuration error: {error}", file=err)
-        log.debug("configuration error", exc_info=error)
-        return 2
-    lake = Lake.at(args.lake)
     try:
         sources = check_lake(lake)
         # a run of one small batch at most is over before C2's compiled code pays back
         short_run = args.available_now and inputs_within(lake, sources, SMALL_BATCH_ROWS)
     except (LakeSchemaError, DeltaError, OSError) as error:
-        print(f"lake error: {error}", file=err)
+        print(f"lake error: {one_line(error)}", file=err)
         log.debug("lake error", exc_info=error)
         return 1
+    # nothing is written to the lake before the configuration and the lake are known good
     own_session = spark is None
+    if own_session:
+        log_file = session_log(lake, "route", args.verbose)
+    configure(args.verbose, err, log_file)
     if spark is None:
         from routing.io.session import build_session
 
-        spark = build_session("jobs.route", short_run=short_run)
+        spark = build_session("jobs.route", short_run=short_run, log_file=log_file)
     try:
         return run(args, spark, lake, Topology(config), out, as_of)
     except Exception as error:  # a failed batch or an unreadable table: say what, exit non-zero
-        print(f"job failed: {error}", file=err)
+        print(f"job failed: {one_line(error)}{where_detail(log_file)}", file=err)
         log.debug("job failed", exc_info=error)
         return 1
     finally:

@@ -20,6 +20,7 @@ LONGEST_FIRST = (
     "test_faults.py",
     "test_notebooks.py",
     "test_auto_created_queues.py",
+    "test_readme.py",
     "test_random_lakes.py",
     "test_bad_input.py",
     "test_cluster.py",

@@ -6,9 +6,10 @@ lake and its own session; every scenario is still its own test and reports its
 own failure.
 
 Two at a time: the Python data sources that once read and wrote every row could
-corrupt a map Spark shares between concurrent queries (docs/DESIGN.md, "Running
-several queries in one process"); the input stream is now a source of the JVM, planned
-by an object of each query's own in this process, and scenarios run side by side.
+corrupt a map Spark shares between concurrent queries; the input stream is now a source
+of the JVM, planned by an object of each query's own in this process, and scenarios run
+side by side (docs/DESIGN.md, "The input stream's source runs in the JVM, planned in the
+driver").
 """
 
 from __future__ import annotations

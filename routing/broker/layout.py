@@ -17,6 +17,8 @@ JOURNAL = "journal"
 REJECTED = "rejected"
 CHECKPOINTS = "_checkpoints"
 PRODUCER_IDS = "_state/producer_ids"
+LOGS = "_logs"
+"""Where a job started on the lake writes Spark's and the JVM's own output (one file a run)."""
 DELTA_LOG = "_delta_log"
 """The folder of a Delta table's log, in the table's folder: what makes a folder a table."""
 

@@ -233,9 +233,9 @@ class TableFiles:
     neither does a commit of the routing job (an app transaction whose id starts with
     :data:`~routing.broker.layout.ROUTING_APP_PREFIX`): its rows are the job's own copies,
     routed in the batch that made them, and reading them back would only cost a
-    micro-batch (docs/DESIGN.md, "A micro-batch"). A commit whose file is gone counts as
-    a producer's: its copies are then read, and the batch recognises them as the job's
-    own (:func:`routing.plan.inputs.own_copy`) and skips them.
+    micro-batch (docs/DESIGN.md, "The job's own copies are not read back"). A commit whose
+    file is gone counts as a producer's: its copies are then read, and the batch
+    recognises them as the job's own (:func:`routing.plan.inputs.own_copy`) and skips them.
     Input tables are append-only (SPEC §3): rows are never removed from them.
     """
 

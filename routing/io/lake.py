@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
+from tempfile import gettempdir
 
 from routing.broker.layout import (
     ADDRESSES,
     CHECKPOINTS,
     DELIVERIES,
     JOURNAL,
+    LOGS,
     MANAGEMENT,
     PRODUCER_IDS,
     QUEUE_MESSAGES,
@@ -67,6 +70,12 @@ class Lake:
     def producer_ids(self) -> str:
         """The job's own record of accepted producer ids (not an input, not in SPEC §3)."""
         return self.table(PRODUCER_IDS)
+
+    def log_file(self, job: str, started: datetime) -> Path:
+        """The file a run of ``job`` started at ``started`` logs to: in the lake's ``_logs``
+        when the lake is a local folder, else in the system's temporary folder."""
+        folder = Path(self.table(LOGS)) if "://" not in self.root else Path(gettempdir())
+        return folder / f"{job}-{started.astimezone(UTC):%Y%m%dT%H%M%SZ}.log"
 
     def checkpoint(self, query: str) -> str:
         return self.table(f"{CHECKPOINTS}/{query}")

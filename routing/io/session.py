@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -268,6 +270,7 @@ def build_session(
     conf: dict[str, str] | None = None,
     record_classes_to: Path | None = None,
     short_run: bool = False,
+    log_file: Path | None = None,
 ) -> SparkSession:
     """Build (or return) the session with Delta's JVM connector and the job's own classes.
 
@@ -284,6 +287,9 @@ def build_session(
         exits (``jobs.class_archive``) instead of mapping :data:`CLASS_ARCHIVE`.
     :param short_run: embedded only: the JVM lives for one small batch or so, and
         compiles with :data:`SHORT_RUN_JAVA_OPTIONS`.
+    :param log_file: embedded only: where the JVM and the Python workers it starts write
+        their output (Spark's log, the JVM's warnings, a worker's traceback), appended;
+        None: this process's own stdout and stderr.
     :return: the active session.
 
     Example::
@@ -311,16 +317,40 @@ def build_session(
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    with _output_to(log_file if not under_spark_submit() else None):
+        spark = builder.getOrCreate()
     if spark.sparkContext._jvm is not None:
         bind_static_members(spark.sparkContext._jvm)
     spark.sparkContext.setLogLevel(os.environ.get("ROUTING_LOG_LEVEL", "WARN"))
     if not has_jvm_delta(spark):
         raise MissingDeltaError(
             "Delta's JVM connector is not on the classpath: pass --packages "
-            "io.delta:delta-spark_4.2_2.13:4.4.1 (or --jars) to spark-submit"
+            "io.delta:delta-spark_4.2_2.13:4.4.0 (or --jars) to spark-submit"
         )
     return spark
+
+
+@contextmanager
+def _output_to(log_file: Path | None) -> Iterator[None]:
+    """Within the block, this process's stdout and stderr are ``log_file``: a JVM started
+    there (PySpark's ``Popen`` inherits them) writes there for its whole life, and so do
+    the Python workers it starts."""
+    if log_file is None:
+        yield
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    try:
+        with open(log_file, "ab") as log:
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(saved[0])
+        os.close(saved[1])
 
 
 def has_jvm_delta(spark: SparkSession) -> bool:
