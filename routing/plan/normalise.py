@@ -288,8 +288,9 @@ def untyped_property(properties: Column, types: Column) -> Column:
     digits = {kind: len(str(bounds[1])) for kind, bounds in INTEGRAL_RANGES.items()}
     known = ", ".join(PROPERTY_TYPES)
 
-    def faults(entry: Column) -> tuple[Column, Column, Column]:
-        """Whether the entry names an unknown type, a missing property, unreadable text."""
+    def faults(entry: Column) -> tuple[Column, Column, Column, Column]:
+        """Whether the entry names an unknown type, a missing property, unreadable text;
+        and the text."""
         name, kind = entry["key"], entry["value"]
         text = F.try_element_at(properties, name)
         pattern = literal_map(patterns)[kind]
@@ -309,15 +310,15 @@ def untyped_property(properties: Column, types: Column) -> Column:
         typed = kind.isNotNull()
         unknown = typed & ~kind.isin(*PROPERTY_TYPES)
         missing = typed & ~F.map_contains_key(properties, name)
-        return unknown, missing, typed & ~readable
+        return unknown, missing, typed & ~readable, text
 
     def wrong(entry: Column) -> Column:
-        unknown, missing, unreadable = faults(entry)
+        unknown, missing, unreadable, _ = faults(entry)
         return unknown | missing | unreadable
 
     def problem(entry: Column) -> Column:
         name, kind = entry["key"], entry["value"]
-        unknown, missing, unreadable = faults(entry)
+        unknown, missing, unreadable, text = faults(entry)
         typed = F.concat(py_repr(name), F.lit(" is typed "), kind)
         return (
             F.when(
@@ -336,7 +337,7 @@ def untyped_property(properties: Column, types: Column) -> Column:
                 F.concat(
                     typed,
                     F.lit(" but its value "),
-                    py_repr(F.try_element_at(properties, name)),
+                    py_repr(text),
                     F.lit(" does not read as one"),
                 ),
             )
