@@ -14,9 +14,12 @@ from pathlib import Path
 from typing import TextIO
 
 from routing.io.lake import Lake
+from routing.io.writer_lock import LakeBusy, WriterLock
 
 _HANDLER = "_jobs_handler"
 _MAX_LINE = 300
+_PY4J_CALL = "An error occurred while calling"
+_TRACEBACK = "Traceback (most recent call last):"
 
 
 def session_log(lake: Lake, job: str, verbose: bool) -> Path | None:
@@ -52,9 +55,20 @@ def configure(verbose: bool, err: TextIO, log_file: Path | None = None) -> None:
 
 
 def one_line(error: BaseException) -> str:
-    """The first line of ``error``'s message: what a user reads (a JVM error's message
-    carries its stack trace after it)."""
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    """The line of ``error``'s message a user reads: its first, or the error inside it.
+
+    A JVM error's message carries its stack trace after it; a batch's failure, as the
+    streaming query reports it, carries the Python traceback of the batch function, whose
+    last line is the error; a Python call into the JVM that failed is followed by the
+    JVM's exception."""
+    raw = [line for line in str(error).splitlines() if line.strip()]
+    start = 0
+    traceback = next((i for i, line in enumerate(raw) if line.strip().endswith(_TRACEBACK)), None)
+    if traceback is not None:  # the traceback's error: its first line not indented
+        start = next((i for i in range(traceback + 1, len(raw)) if not raw[i][0].isspace()), 0)
+    lines = [line.strip() for line in raw[start:]]
+    if len(lines) > 1 and _PY4J_CALL in lines[0]:  # the JVM's exception, not the call
+        lines = [lines[1].removeprefix(": ")]
     text = lines[0] if lines else type(error).__name__
     return text if len(text) <= _MAX_LINE else text[: _MAX_LINE - 1] + "…"
 
@@ -64,3 +78,13 @@ def where_detail(log_file: Path | None) -> str:
     if log_file is None:
         return ""
     return f" (detail in {log_file}; --verbose prints it here)"
+
+
+def take_lake(lake: Lake, job: str, err: TextIO) -> WriterLock | None:
+    """The lake's writer lock for ``job`` (:mod:`routing.io.writer_lock`), or None after
+    one line on ``err`` saying who holds it: the job must then write nothing."""
+    try:
+        return WriterLock.take(lake, job)
+    except LakeBusy as busy:
+        print(f"lake busy: {busy}", file=err)
+        return None

@@ -26,8 +26,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
-from jobs._logging import session_log
+from jobs._logging import session_log, take_lake
 from routing.broker.ids import copy_id_py
+from routing.broker.layout import WRITER_LOCK
 from routing.broker.properties import LONG
 from routing.io.lake import Lake
 
@@ -320,8 +321,32 @@ def main(
     out = out or sys.stdout
     args = parse_args(argv)
     lake = Path(args.lake)
-    if args.fresh and lake.exists():
-        shutil.rmtree(lake)
+    # held before --fresh empties the lake: another job may be writing it
+    writer = take_lake(Lake.at(lake), "jobs.demo", sys.stderr)
+    if writer is None:
+        return 1
+    with writer:
+        if args.fresh:
+            empty(lake)
+        return _demo(args, lake, spark, out)
+
+
+def empty(lake: Path) -> None:
+    """Remove everything in ``lake`` but the writer lock this job holds."""
+    keep = Path(lake, WRITER_LOCK)
+    found = list(lake.iterdir()) if lake.is_dir() else []
+    while found:
+        path = found.pop()
+        if path == keep.parent:
+            found += [inner for inner in path.iterdir() if inner != keep]
+        elif path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+
+
+def _demo(args: argparse.Namespace, lake: Path, spark: SparkSession | None, out: TextIO) -> int:
+    """Write the traffic log and replay it into ``lake`` (held)."""
     log = write_log(
         lake / "_logs" / f"demo-{args.messages}-{args.seed}.parquet", args.messages, args.seed
     )

@@ -25,7 +25,7 @@ from pyspark import StorageLevel
 from pyspark.sql import SparkSession
 
 from jobs import route
-from jobs._logging import configure, one_line, session_log, where_detail
+from jobs._logging import configure, one_line, session_log, take_lake, where_detail
 from routing.broker.config import ConfigError, load_config
 from routing.io.lake import Lake
 from routing.io.lake_events import input_sources, inputs_within
@@ -146,6 +146,22 @@ def main(
         print(f"log error: no such file: {', '.join(missing)}", file=err)
         return 1
     logs = [str(Path(log).absolute()) for log in args.log]
+    writer = take_lake(Lake.at(args.lake), "jobs.replay", err)
+    if writer is None:
+        return 1
+    with writer:
+        return _replay(args, logs, spark, out, err, log_file)
+
+
+def _replay(
+    args: argparse.Namespace,
+    logs: list[str],
+    spark: SparkSession | None,
+    out: TextIO,
+    err: TextIO,
+    log_file: Path | None,
+) -> int:
+    """Load ``logs`` into the lake and route them (the lake is held)."""
     own_session = spark is None
     if own_session:
         log_file = session_log(Lake.at(args.lake), "replay", args.verbose)

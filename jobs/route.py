@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import logging
 import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -29,12 +28,12 @@ from typing import TextIO
 from deltalake.exceptions import DeltaError
 from pyspark.sql import DataFrame, Row, SparkSession
 
-from jobs._logging import configure, one_line, session_log, where_detail
+from jobs._logging import configure, one_line, session_log, take_lake, where_detail
 from routing.broker.config import ConfigError, load_config
 from routing.broker.layout import (
     JOURNAL,
     REJECTED,
-    ROUTING_APP_PREFIX,
+    ROUTE_QUERY,
     address_of_source,
     is_address_source,
 )
@@ -42,7 +41,7 @@ from routing.broker.state import JobState
 from routing.broker.topology import Topology
 from routing.io.lake import Lake
 from routing.io.lake_events import (
-    LakeSchemaError,
+    LakeError,
     batch_as_of,
     batch_rows,
     check_lake,
@@ -58,6 +57,7 @@ from routing.io.storage import (
     Storage,
     count_key,
     outputs,
+    route_app_id,
     session_conf,
     tables_written,
 )
@@ -67,7 +67,6 @@ from routing.plan.engine import run_batch
 from routing.plan.router import Router
 from routing.plan.scratch import Scratch
 
-CHECKPOINT = "route"
 METRICS = ("rows_in", "routed", "applied", "copies", "dead_letters", "expiries", "rejected")
 
 
@@ -89,7 +88,8 @@ examples:
   python -m jobs.route --conf conf/broker.xml --lake ./lake          # until Ctrl-C
 
 exit status: 0 done, 2 the configuration is invalid (nothing written), 1 the lake could
-not be read or a batch failed (one line here; the detail in LAKE/_logs)."""
+not be read, another job is writing it, or a batch failed (one line here; the detail in
+LAKE/_logs). One job writes a lake at a time; one that crashed holds nothing."""
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -128,13 +128,25 @@ class Progress:
     batches: int = 0
     seconds: float = 0.0
 
-    def add(self, batch_id: int, figures: dict[str, int], seconds: float) -> None:
+    def add(
+        self,
+        batch_id: int,
+        figures: dict[str, int],
+        seconds: float,
+        written_before: Mapping[str, int] | None = None,
+    ) -> None:
+        """Print a batch's line; ``written_before``: tables of the batch a run that stopped
+        inside it had written, with their rows (not counted in ``figures``)."""
         self.batches += 1
         self.seconds += seconds
         for key in METRICS:
             self.totals[key] += figures[key]
         line = ", ".join(f"{k.replace('_', ' ')} {figures[k]}" for k in METRICS)
-        print(f"batch {batch_id}: {line}, {seconds:.2f} s", file=self.out, flush=True)
+        before = ", ".join(
+            f"{table} ({rows} rows)" for table, rows in (written_before or {}).items()
+        )
+        resumed = f"; written before the restart, not counted: {before}" if before else ""
+        print(f"batch {batch_id}: {line}, {seconds:.2f} s{resumed}", file=self.out, flush=True)
 
     def summary(self) -> str:
         rows = [("batches", str(self.batches))]
@@ -167,10 +179,10 @@ class BatchRunner:
         self.idle.set()
 
     def app_id(self) -> str:
-        """Delta app id of this query: stable across restarts of the same checkpoint; its
-        prefix tells the input stream the commit is the job's own (not offered again)."""
-        metadata = json.loads(Path(self.lake.checkpoint(CHECKPOINT), "metadata").read_text())
-        return f"{ROUTING_APP_PREFIX}{metadata['id']}"
+        """Delta app id of this query (:func:`routing.io.storage.route_app_id`)."""
+        app_id = route_app_id(self.lake)
+        assert app_id is not None  # the query started: its checkpoint has its metadata
+        return app_id
 
     def __call__(self, slices: DataFrame, batch_id: int) -> None:
         self.idle.clear()
@@ -195,7 +207,12 @@ class BatchRunner:
                 result, written = self._route(read, router, scratch, app_id, batch_id)
             finally:
                 scratch.release()
-        self.progress.add(batch_id, figures(result, written), time.perf_counter() - started)
+        self.progress.add(
+            batch_id,
+            figures(result, written, self.storage.written_before),
+            time.perf_counter() - started,
+            self.storage.written_before,
+        )
 
     def _route(
         self, read: Sequence[Row], router: Router, scratch: Scratch, app_id: str, batch_id: int
@@ -237,13 +254,17 @@ def positions_of(positions: DataFrame) -> dict[str, int]:
     return {row.group: row.position for row in positions.collect()}
 
 
-def figures(result: BatchResult, written: dict[str, int]) -> dict[str, int]:
-    """The batch's line of figures: from the batch's facts and the rows the write wrote."""
+def figures(
+    result: BatchResult, written: Mapping[str, int], before: Mapping[str, int] | None = None
+) -> dict[str, int]:
+    """The batch's line of figures: from the batch's facts and the rows the write wrote
+    (``before``: the rows of its tables a run that stopped inside it wrote)."""
     rejected = written.get(REJECTED, 0)
+    rejected_in_batch = rejected + (before or {}).get(REJECTED, 0)
     return {
         "rows_in": result.rows_in,
         "routed": result.routed_rows,
-        "applied": result.rows_in - result.routed_rows - rejected,
+        "applied": result.rows_in - result.routed_rows - rejected_in_batch,
         "copies": sum(written[t] for t in tables_written(written) if is_address_source(t)),
         "dead_letters": written.get(count_key(JOURNAL, journal.DEAD_LETTERED), 0),
         "expiries": written.get(count_key(JOURNAL, journal.EXPIRED), 0),
@@ -310,7 +331,7 @@ def _run_query(args: argparse.Namespace, runner: BatchRunner) -> None:
     writer = (
         stream(runner.spark, runner.lake.root, options)
         .writeStream.foreachBatch(runner)
-        .option("checkpointLocation", runner.lake.checkpoint(CHECKPOINT))
+        .option("checkpointLocation", runner.lake.checkpoint(ROUTE_QUERY))
     )
     writer = (
         writer.trigger(availableNow=True)
@@ -367,28 +388,33 @@ def main(
         sources = check_lake(lake)
         # a run of one small batch at most is over before C2's compiled code pays back
         short_run = args.available_now and inputs_within(lake, sources, SMALL_BATCH_ROWS)
-    except (LakeSchemaError, DeltaError, OSError) as error:
+    except (LakeError, DeltaError, OSError) as error:
         print(f"lake error: {one_line(error)}", file=err)
         log.debug("lake error", exc_info=error)
         return 1
-    # nothing is written to the lake before the configuration and the lake are known good
-    own_session = spark is None
-    if own_session:
-        log_file = session_log(lake, "route", args.verbose)
-    configure(args.verbose, err, log_file)
-    if spark is None:
-        from routing.io.session import build_session
-
-        spark = build_session("jobs.route", short_run=short_run, log_file=log_file)
-    try:
-        return run(args, spark, lake, Topology(config), out, as_of)
-    except Exception as error:  # a failed batch or an unreadable table: say what, exit non-zero
-        print(f"job failed: {one_line(error)}{where_detail(log_file)}", file=err)
-        log.debug("job failed", exc_info=error)
+    # nothing is written to the lake before the configuration and the lake are known good,
+    # and another job does not hold it
+    writer = take_lake(lake, "jobs.route", err)
+    if writer is None:
         return 1
-    finally:
+    with writer:
+        own_session = spark is None
         if own_session:
-            spark.stop()
+            log_file = session_log(lake, "route", args.verbose)
+        configure(args.verbose, err, log_file)
+        if spark is None:
+            from routing.io.session import build_session
+
+            spark = build_session("jobs.route", short_run=short_run, log_file=log_file)
+        try:
+            return run(args, spark, lake, Topology(config), out, as_of)
+        except Exception as error:  # a failed batch or an unreadable table: say what, exit 1
+            print(f"job failed: {one_line(error)}{where_detail(log_file)}", file=err)
+            log.debug("job failed", exc_info=error)
+            return 1
+        finally:
+            if own_session:
+                spark.stop()
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +29,9 @@ from pyspark.sql import functions as F
 from jobs import replay
 from jobs.what_if import what_if
 from routing.broker.ids import copy_id_py
+from routing.io.delta_tables import transaction_version
+from routing.io.lake import Lake
+from routing.io.storage import append, route_app_id
 from routing.plan import schemas
 from routing.tools import audit
 
@@ -542,3 +546,30 @@ def test_what_if_never_writes_to_the_audited_lake(spark, lake_dir, tmp_path):
     (tmp_path / "used" / "deliveries").mkdir()
     with pytest.raises(ValueError, match="is not empty"):
         audit.copy_inputs(spark, lake_dir / "lake", tmp_path / "used")
+
+
+def test_a_half_written_batch_is_not_seen_until_it_is_finished(spark, lake_dir, tmp_path):
+    """A run that stopped inside a batch left that batch's journal and a copy committed, and
+    not its queue rows: the audit reads the lake as of the last finished batch, and sees
+    the batch once its queue_messages commit lands (a restart rolls it forward)."""
+    root = tmp_path / "lake"
+    shutil.copytree(lake_dir / "lake", root)
+    lake = Lake.at(root)
+    before = audit.load_lake(spark, lake)
+    journal, messages = before.journal.count(), before.messages.count()
+    app_id = route_app_id(lake)
+    assert app_id is not None
+    batch = transaction_version(lake.queue_messages, app_id) + 1
+
+    def commit(location: str, rows: DataFrame) -> None:
+        append(rows, location, app_id=app_id, txn_version=batch)
+
+    commit(lake.journal, before.journal.limit(2))
+    commit(lake.address_table("DLA"), before.messages.where("address = 'DLA'").limit(1))
+    commit(lake.address_table("new.address"), before.messages.limit(1))  # created by it
+    half = audit.load_lake(spark, lake)
+    assert (half.journal.count(), half.messages.count()) == (journal, messages)
+
+    commit(lake.queue_messages, before.queue_messages.limit(0))
+    finished = audit.load_lake(spark, lake)
+    assert (finished.journal.count(), finished.messages.count()) == (journal + 2, messages + 2)

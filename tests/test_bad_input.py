@@ -510,10 +510,10 @@ def progress(output: str) -> dict[str, int]:
     return totals
 
 
-def _route(spark, conf: Path, lake: Lake) -> SimpleNamespace:
+def _route(spark, conf: Path, lake: Lake, *extra: str) -> SimpleNamespace:
     """``jobs.route --available-now`` over ``lake``: its exit status and output."""
     out, err = io.StringIO(), io.StringIO()
-    argv = ["--conf", str(conf), "--lake", lake.root, "--available-now"]
+    argv = ["--conf", str(conf), "--lake", lake.root, "--available-now", *extra]
     status = route_job.main(argv, spark=spark, out=out, err=err)
     return SimpleNamespace(status=status, out=out.getvalue(), err=err.getvalue())
 
@@ -753,8 +753,28 @@ def test_many_duplicate_ids_are_rejected_as_a_few_are(spark, tmp_path, monkeypat
     reasons = sorted(r["reason"] for r in rows(few.rejected))
     assert reasons == [f"duplicate message_id {i}" for i in (1, 2, 3, 4)]
     queue_rows = sorted((r["queue"], r["message_id"]) for r in rows(few.queue_messages))
-    # input order is (table, version, file, row): a/b's row of id 4 comes first
-    assert queue_rows == [("a/b", 4), ("orders", 1), ("orders", 2), ("orders", 3)]
+    # the earliest sent wins: orders' row of id 4 (3004), not a/b's (3010), whose table
+    # comes first by name
+    assert queue_rows == [("orders", 1), ("orders", 2), ("orders", 3), ("orders", 4)]
+
+
+@pytest.mark.parametrize("limit", [None, 1], ids=["one-batch", "a-batch-a-row"])
+def test_the_earliest_use_of_an_id_wins_whatever_the_batches(spark, tmp_path, limit):
+    """An id used in ``orders`` at 00:00:11 and again in ``a/b`` (a table first by name) at
+    00:00:20: in one batch as in a batch per row, the first use routes and the later one
+    is rejected (SPEC §5.6)."""
+    lake = Lake.at(tmp_path / "lake")
+    conf = tmp_path / "broker.xml"
+    conf.write_text(CONF, encoding="utf-8")
+    append(lake.address_table("orders"), [message(7, ms=11_000)], schemas.MESSAGE)
+    append(lake.address_table("a/b"), [message(7, "a/b", ms=20_000)], schemas.MESSAGE)
+    extra = [] if limit is None else ["--max-events-per-trigger", str(limit)]
+    run = _route(spark, conf, lake, *extra)
+    assert run.status == 0, run.err
+    assert [(r["queue"], r["message_id"]) for r in rows(lake.queue_messages)] == [("orders", 7)]
+    assert [(r["source"], r["reason"]) for r in rows(lake.rejected)] == [
+        ("addresses/a=2Fb", "duplicate message_id 7")
+    ]
 
 
 def test_the_producer_ids_of_a_long_run_are_compacted_and_all_kept(spark, tmp_path):
@@ -947,3 +967,25 @@ def test_an_unknown_routing_type_element_exits_2(spark, tmp_path):
     )
     run = _route(spark, conf, Lake.at(tmp_path / "lake"))
     assert run.status == 2 and "address 'payments'" in run.err, run.err
+
+
+def test_a_truncated_commit_of_an_input_table_is_named_and_nothing_is_written(spark, tmp_path):
+    """A producer's commit file cut short (a full disk, a copy interrupted): one line names
+    the table, the commit and what to do, before the job writes anything."""
+    lake = Lake.at(tmp_path / "lake")
+    conf = tmp_path / "broker.xml"
+    conf.write_text(CONF, encoding="utf-8")
+    append(lake.address_table("orders"), [message(1, ms=1000)], schemas.MESSAGE)
+    append(lake.address_table("orders"), [message(2, ms=2000)], schemas.MESSAGE)
+    commit = Path(lake.address_table("orders"), "_delta_log", f"{1:020d}.json")
+    commit.write_bytes(commit.read_bytes()[:-40])
+    before = sorted(p.name for p in Path(lake.root).iterdir())
+    run = _route(spark, conf, lake)
+    assert run.status == 1 and run.out == ""
+    assert run.err.count("\n") == 1, run.err
+    assert run.err.startswith(
+        "lake error: table addresses/orders: commit 1 (_delta_log/00000000000000000001.json) "
+        "is not a valid Delta commit ("
+    ), run.err
+    assert "restore the file from a backup" in run.err
+    assert sorted(p.name for p in Path(lake.root).iterdir()) == before  # no checkpoint, no table

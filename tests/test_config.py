@@ -684,7 +684,37 @@ INVALID = {
         "</queue></anycast></address></addresses>",
         "queue 'q' on address 'A': filter \"x = \" does not parse: ",
     ),
+    # an address's table folder (dir(address)) must fit the file system: 255 bytes
+    "address too long": (
+        f"<addresses><address name='{'a' * 256}'><anycast/></address></addresses>",
+        f"address: address '{'a' * 39}…' is too long for a table folder: its folder name "
+        "takes 256 bytes, at most 255 fit",
+    ),
+    "CJK address too long": (
+        f"<addresses><address name='{'注文' * 15}'><anycast/></address></addresses>",
+        "takes 270 bytes, at most 255 fit",
+    ),
+    "forwarding address too long": (
+        DIVERT.format(
+            name="d",
+            body=f"<address>A</address><forwarding-address>{'b' * 300}</forwarding-address>",
+        ),
+        "divert 'd': address 'bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb…' is too long for a table folder",
+    ),
+    "dead-letter address too long": (
+        SETTING.format(body=f"<dead-letter-address>{'é' * 43}</dead-letter-address>"),
+        "address-setting match 'a': <dead-letter-address>: address 'éééééééééééééééééééééééééééééééééééééé"
+        "é…' is too long for a table folder: its folder name takes 258 bytes",
+    ),
 }
+
+
+def test_the_longest_address_a_table_folder_holds_is_accepted() -> None:
+    config = broker(
+        f"<addresses><address name='{'a' * 255}'><anycast/></address>"
+        f"<address name='{'注文' * 14}'><anycast/></address></addresses>"
+    )
+    assert {len(name) for name in config.addresses} == {255, 28}
 
 
 @pytest.mark.parametrize("case", list(INVALID))

@@ -218,6 +218,75 @@ def test_a_driver_killed_at_several_points_restarts_where_it_stopped(tmp_path, s
     assert_lakes_equal(spark, lake, reference)
 
 
+def committed(location: str, after: int) -> bool:
+    """The Delta table at ``location`` has a commit past version ``after``."""
+    return (Path(location) / "_delta_log" / f"{after + 1:020d}.json").exists()
+
+
+def test_a_driver_killed_between_a_batchs_commits_restarts_where_it_stopped(tmp_path, spark):
+    """Killed the moment one table of a batch has its commit and others may not (the
+    journal's third commit, then its fifth, each a batch's; queue_messages comes last),
+    each restart rolls the batch forward, and says which of its tables were written
+    before: the tables equal an uninterrupted run's, nothing lost, nothing written twice."""
+    lake, reference = tmp_path / "lake", tmp_path / "reference"
+    chunked_input(lake, messages=300, chunks=3)
+    shutil.copytree(lake, reference)
+    assert route.main(route_command(reference, "--available-now")[3:], spark=spark) == 0
+    tables = Lake.at(lake)
+    kills = [lambda: committed(tables.journal, 1), lambda: committed(tables.journal, 3)]
+    outputs = []
+    for attempt, kill_when in enumerate([*kills, None]):
+        job = local_job(
+            route_command(lake, "--available-now", "--max-events-per-trigger", "120"),
+            tmp_path / f"attempt{attempt}.log",
+        )
+        try:
+            if kill_when is None:
+                assert job.wait(timeout=600) == 0, job.tail()
+            else:
+                assert job.wait_for(lambda _, now=kill_when: now(), timeout=400, poll=0.01), (
+                    job.tail()
+                )
+                job.kill(signal.SIGKILL)
+        finally:
+            job.kill()
+        outputs.append(job.output())
+    assert "summary:" in outputs[-1]
+    assert any("written before the restart, not counted: " in o for o in outputs[1:]), outputs
+    assert_lakes_equal(spark, lake, reference)
+
+
+def test_two_jobs_at_once_one_writes_the_other_is_refused(tmp_path, spark):
+    """Two jobs started together on a lake whose last run crashed mid-batch, as a supervisor
+    and a person restarting it would: one resumes the batch and finishes, the other is
+    refused at start with one line naming the holder; the tables equal an uninterrupted
+    run's."""
+    lake, reference = tmp_path / "lake", tmp_path / "reference"
+    chunked_input(lake, messages=300, chunks=3)
+    shutil.copytree(lake, reference)
+    assert route.main(route_command(reference, "--available-now")[3:], spark=spark) == 0
+    command = route_command(lake, "--available-now", "--max-events-per-trigger", "250")
+    crashed = local_job(command, tmp_path / "crashed.log")
+    try:
+        assert crashed.wait_for(lambda out: "batch 0:" in out, timeout=400), crashed.tail()
+        crashed.kill(signal.SIGKILL)
+    finally:
+        crashed.kill()
+    jobs = [local_job(command, tmp_path / f"restart{k}.log") for k in range(2)]
+    try:
+        statuses = [job.wait(timeout=600) for job in jobs]
+    finally:
+        for job in jobs:
+            job.kill()
+    assert sorted(statuses) == [0, 1], [job.tail() for job in jobs]
+    winner, loser = jobs if statuses[0] == 0 else jobs[::-1]
+    assert "summary:" in winner.output()
+    refusal = loser.output().strip()
+    assert refusal.startswith("lake busy: ") and "jobs.route (pid " in refusal, refusal
+    assert len(refusal.splitlines()) == 1, refusal
+    assert_lakes_equal(spark, lake, reference)
+
+
 def producer_rounds(rounds: int) -> list[list[tuple[str, pa.Table, pa.Schema]]]:
     """What producers and consumers append, round by round: (lake path, rows, schema).
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
@@ -18,6 +20,7 @@ from routing.broker import layout
 from routing.broker.state import JobState
 from routing.io.delta_tables import (
     TableFiles,
+    TableLogs,
     commit_file,
     epoch_micros,
     table_version,
@@ -674,3 +677,50 @@ def test_queue_rows_not_folded_are_counted_without_the_carried_rows(spark, tmp_p
     assert (count, updates, pending) == (2, folded, 1)
     assert expirations is not None
     assert expirations.earliest == epoch_micros(at(700))
+
+
+def test_an_app_transaction_committed_since_the_writer_looked_is_not_committed_again(
+    spark, tmp_path
+):
+    """The job's append asks delta-rs whether its batch was committed, then commits through
+    Delta: a commit of the same app transaction landing in between (another writer's) is
+    found by the commit itself, which then writes nothing."""
+    rows = local_frame(
+        spark, [queue_row(1, "PENDING")], schemas.spark_schema(schemas.QUEUE_MESSAGE)
+    )
+    location = str(tmp_path / "table")
+    append_rows(rows, location, app_id=APP, txn_version=0)
+    appender = jvm_class(spark, APP_TRANSACTION_APPEND)
+    options = {"txnAppId": APP, "txnVersion": "0"}
+    # looked before the table existed (-1): version 0 came since, with the transaction
+    appender.append(spark._jsparkSession, rows._jdf, location, options, [], False, -1)
+    assert spark.read.format("delta").load(location).count() == 1
+    assert table_version(location) == 0
+
+
+def test_two_writers_racing_commit_each_app_transaction_once(spark, tmp_path):
+    """Two jobs resuming the same batches at once append the same app transactions side by
+    side: each is committed once, the loser of a race refused by Delta's conflict check
+    (``ConcurrentTransactionException``) or finding the batch committed."""
+    rows = local_frame(
+        spark,
+        [queue_row(1, "PENDING"), queue_row(2, "PENDING")],
+        schemas.spark_schema(schemas.QUEUE_MESSAGE),
+    )
+    location = str(tmp_path / "table")
+    append_rows(rows, location)  # the race is on the batches' commits, not on creating it
+    batches = 4
+    refused: list[str] = []
+    for batch in range(batches):
+        start = threading.Barrier(2)
+
+        def write(txn_version: int = batch, start: threading.Barrier = start) -> None:
+            start.wait()
+            append_rows(rows, location, app_id=APP, txn_version=txn_version, logs=TableLogs())
+
+        with ThreadPoolExecutor(2) as pool:
+            writers = [pool.submit(write) for _ in range(2)]
+        refused += [str(w.exception()) for w in writers if w.exception() is not None]
+    assert all("ConcurrentTransactionException" in error for error in refused), refused
+    assert spark.read.format("delta").load(location).count() == 2 * (1 + batches)
+    assert transaction_version(location, APP) == batches - 1

@@ -35,6 +35,7 @@ from routing.broker.settings import (
 )
 from routing.broker.validation import (
     ConfigError,
+    validate_address_name,
     validate_boolean,
     validate_divert_routing_type,
     validate_double,
@@ -136,10 +137,12 @@ class DivertConfig:
 
     def __post_init__(self) -> None:
         where = f"divert '{self.name}'"
-        validate_name(self.address, where, "<address>")
+        validate_address_name(self.address, where)
         forwarding = tuple(self.forwarding_addresses)
         if not forwarding or any(not a for a in forwarding):
             raise ConfigError(f"{where}: <forwarding-address> names no address")
+        for target in forwarding:
+            validate_address_name(target, where, "<forwarding-address>")
         validate_divert_routing_type(self.routing_type, self.name)
         object.__setattr__(self, "forwarding_addresses", forwarding)
 
@@ -357,15 +360,21 @@ def _string(text: str, where: str) -> str:
     return text
 
 
+def _address(text: str, where: str) -> str:
+    """An address a setting sends to (``dead-letter-address``, ``expiry-address``); empty:
+    none, as Artemis reads it."""
+    return validate_address_name(text, where, "the address") if text else text
+
+
 # address-setting element -> (AddressSettings field, converter); names as in
 # FileConfigurationParser, compared case-insensitively as it does.
 _SETTING_ELEMENTS: dict[str, tuple[str, _Converter]] = {
-    "dead-letter-address": ("dead_letter_address", _string),
+    "dead-letter-address": ("dead_letter_address", _address),
     "max-delivery-attempts": ("max_delivery_attempts", validate_int),
     "redelivery-delay": ("redelivery_delay", validate_long),
     "redelivery-delay-multiplier": ("redelivery_delay_multiplier", validate_double),
     "max-redelivery-delay": ("max_redelivery_delay", validate_long),
-    "expiry-address": ("expiry_address", _string),
+    "expiry-address": ("expiry_address", _address),
     "expiry-delay": ("expiry_delay", validate_long),
     "min-expiry-delay": ("min_expiry_delay", validate_long),
     "max-expiry-delay": ("max_expiry_delay", validate_long),
@@ -486,7 +495,9 @@ def _parse_addresses(core: ET.Element) -> dict[str, AddressConfig]:
     for declaration in [] if element is None else element:
         if declaration.tag != "address":
             continue
-        name = validate_name(_attr(declaration, "name", "address"), "address", "name attribute")
+        name = validate_address_name(
+            _attr(declaration, "name", "address"), "address", "name attribute"
+        )
         where = f"address '{name}'"
         if len(declaration) == 0 and not declaration.text:
             raise ConfigError(f"{where}: no routing type; expected <anycast> and/or <multicast>")
@@ -513,7 +524,7 @@ def _parse_addresses(core: ET.Element) -> dict[str, AddressConfig]:
     for queue in [] if legacy is None else legacy.iter("queue"):
         queue_name, queue_filter = _parse_queue(queue, None, "<queues>")
         where = f"queue '{queue_name}' in <queues>"
-        address = validate_name(_optional_text(queue, "address", where), where, "<address>")
+        address = validate_address_name(_optional_text(queue, "address", where), where)
         addresses.legacy_queue(
             QueueConfig(queue_name, address, _LEGACY_QUEUE_ROUTING_TYPE, queue_filter)
         )

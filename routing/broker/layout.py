@@ -17,11 +17,15 @@ JOURNAL = "journal"
 REJECTED = "rejected"
 CHECKPOINTS = "_checkpoints"
 PRODUCER_IDS = "_state/producer_ids"
+WRITER_LOCK = "_state/writer.lock"
+"""The file whose lock the one job writing the lake holds (:mod:`routing.io.writer_lock`)."""
 LOGS = "_logs"
 """Where a job started on the lake writes Spark's and the JVM's own output (one file a run)."""
 DELTA_LOG = "_delta_log"
 """The folder of a Delta table's log, in the table's folder: what makes a folder a table."""
 
+ROUTE_QUERY = "route"
+"""The routing job's streaming query: its checkpoint is ``_checkpoints/route``."""
 ROUTING_APP_PREFIX = "jobs.route:"
 """How the Delta app id of the routing job's commits starts (``jobs.route:<query id>``):
 the input stream does not offer what the job itself appended to an address table (its

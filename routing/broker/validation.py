@@ -19,10 +19,13 @@ import re
 from collections.abc import Iterable
 
 from routing.broker.filters import FilterSyntaxError, parse_filter
+from routing.broker.layout import address_dir
 
 __all__ = [
     "DIVERT_ROUTING_TYPES",
+    "MAX_TABLE_DIR_BYTES",
     "ConfigError",
+    "validate_address_name",
     "validate_boolean",
     "validate_divert_routing_type",
     "validate_double",
@@ -100,6 +103,30 @@ def validate_name(value: str | None, where: str, what: str = "name") -> str:
     if value == "":
         raise ConfigError(f"{where}: {what} is empty")
     return value
+
+
+MAX_TABLE_DIR_BYTES = 255
+"""The longest folder name, in bytes, that the file systems a lake lives on hold (ext4,
+XFS, APFS; NAME_MAX on Linux): an address's table folder (``dir(address)``) must fit."""
+
+
+def validate_address_name(value: str | None, where: str, what: str = "<address>") -> str:
+    """A required address name whose table folder the lake's file system can hold.
+
+    An address the job writes to gets a folder ``addresses/<dir(address)>`` (SPEC §3), in
+    which every byte outside ``A-Z a-z 0-9 . _ -`` takes three (``=XX``): a 30-character
+    CJK name (90 bytes of UTF-8) needs 270. Refused here, before anything is written, not when a batch's
+    first copy to it fails after other tables committed."""
+    name = validate_name(value, where, what)
+    folder = len(address_dir(name).encode())
+    if folder > MAX_TABLE_DIR_BYTES:
+        shown = name if len(name) <= 40 else name[:39] + "…"
+        raise ConfigError(
+            f"{where}: address '{shown}' is too long for a table folder: its folder name "
+            f"takes {folder} bytes, at most {MAX_TABLE_DIR_BYTES} fit (characters outside "
+            "A-Z a-z 0-9 . _ - take 3 bytes each)"
+        )
+    return name
 
 
 def validate_divert_routing_type(value: str, divert: str) -> str:

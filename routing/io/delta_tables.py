@@ -135,6 +135,14 @@ class TableLogs:
         """:func:`transaction_version`."""
         return self._ask(location, lambda table: table.transaction_version(app_id), None)
 
+    def transaction_at(self, location: str, app_id: str) -> tuple[int, int | None]:
+        """:meth:`transaction_version` with the table version it was read at (-1 and
+        None: no table), from one view of the log."""
+        no_table: tuple[int, int | None] = (-1, None)
+        return self._ask(
+            location, lambda table: (table.version(), table.transaction_version(app_id)), no_table
+        )
+
     def last_user_metadata(self, location: str, lookback: int = 100) -> str | None:
         """:func:`last_user_metadata`."""
         return self._ask(location, lambda table: _last_user_metadata(table, lookback), None)
@@ -169,6 +177,48 @@ def _last_user_metadata(table: DeltaTable, lookback: int) -> str | None:
 
 def _operations(table: DeltaTable, after: int) -> dict[int, str | None]:
     return {c["version"]: c.get("operation") for c in table.history(table.version() - after)}
+
+
+def unreadable_commit(location: str) -> tuple[int, str] | None:
+    """The first commit file of the table's log that is not JSON lines, with why (None:
+    each parses). For an error that names what to mend: delta-rs says only that the log
+    failed to parse."""
+    for path in sorted(Path(location, DELTA_LOG).glob("*.json")):
+        if not _VERSION_FILE.fullmatch(path.name):
+            continue
+        try:
+            for line in path.read_text(encoding="utf-8").splitlines():
+                if line.strip():
+                    json.loads(line)
+        except (ValueError, UnicodeDecodeError) as error:
+            return int(path.name[:20]), str(error)
+    return None
+
+
+def version_before_app_commit(
+    location: str, app_id: str, txn_version: int, since: float = 0.0
+) -> int | None:
+    """The table's version just before its commit of the app transaction ``(app_id,
+    txn_version)``, if it has one (None: it has none). Only the commit files written at
+    ``since`` (a time, as ``os.stat`` gives it) or later are looked into, newest first."""
+    log = Path(location, DELTA_LOG)
+    if not log.is_dir():
+        return None
+    commits = sorted(
+        (entry for entry in log.iterdir() if entry.suffix == ".json" and entry.stem.isdigit()),
+        reverse=True,
+    )
+    for commit in commits:
+        try:
+            if commit.stat().st_mtime < since:
+                return None
+            version = int(commit.stem)
+            txns = commit_actions(location, version, "txn")
+        except FileNotFoundError:  # cleaned up meanwhile: older than any batch in flight
+            return None
+        if any(t["appId"] == app_id and t["version"] == txn_version for t in txns):
+            return version - 1
+    return None
 
 
 def commit_file(location: str, version: int) -> Path:

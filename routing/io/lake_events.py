@@ -30,7 +30,7 @@ A row whose values cannot be read as the SPEC types (a timestamp without a zone,
 properties map of numbers, an id that is not an integer...) is still emitted, with
 ``error`` saying why and ``raw`` holding the row as JSON, so the job can put it in
 ``rejected/`` (:mod:`routing.plan.normalise`). A table that lacks a required column is an
-error of the lake, not of a row: the query stops with :class:`LakeSchemaError`.
+error of the lake, not of a row: the query stops with :class:`LakeError`.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from itertools import groupby
 from typing import ClassVar
 
 import pyarrow as pa
+from deltalake.exceptions import DeltaError
 from pyspark.errors import AnalysisException
 from pyspark.java_gateway import ensure_callback_server_started
 from pyspark.sql import DataFrame, Row, SparkSession
@@ -66,6 +67,7 @@ from routing.io.delta_tables import (
     epoch_micros,
     is_table,
     row_count,
+    unreadable_commit,
 )
 from routing.io.jvm import jvm_class
 from routing.plan._columns import literal_map, local_frame, union_of
@@ -79,8 +81,9 @@ AS_OF, MAX_EVENTS_PER_TRIGGER = "asOf", "maxEventsPerTrigger"
 """The source's options (:func:`stream_options` sets them, the reader reads them)."""
 
 
-class LakeSchemaError(ValueError):
-    """An input table lacks a column the SPEC requires: the lake is unusable as it is."""
+class LakeError(ValueError):
+    """An input table cannot be used as it is (it lacks a column the SPEC requires, its
+    log cannot be read): the lake is unusable until it is mended."""
 
 
 def input_sources(root: lake.Lake) -> list[str]:
@@ -90,16 +93,35 @@ def input_sources(root: lake.Lake) -> list[str]:
 
 
 def check_table(root: lake.Lake, source: str, schema: pa.Schema | None = None) -> None:
-    """Raise :class:`LakeSchemaError` if the table ``source`` (its ``schema``, when known)
+    """Raise :class:`LakeError` if the table ``source`` (its ``schema``, when known)
     lacks a required column."""
     kind = kind_of(source)
-    names = set((schema or arrow_schema(root.table(source))).names)
+    if schema is None:
+        try:
+            schema = arrow_schema(root.table(source))
+        except DeltaError as error:
+            raise LakeError(unreadable(root, source, error)) from error
+    names = set(schema.names)
     missing = [c for c in kind.required if c not in names]
     if missing:
-        raise LakeSchemaError(
+        raise LakeError(
             f"table {source}: missing required column(s) {', '.join(missing)}; "
             f"expected the columns of SPEC §3 ({', '.join(kind.schema.names)})"
         )
+
+
+def unreadable(root: lake.Lake, source: str, error: Exception) -> str:
+    """What to say of the table ``source`` whose Delta log failed to load with ``error``."""
+    found = unreadable_commit(root.table(source))
+    if found is None:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        return f"table {source}: its Delta log cannot be read: {first}"
+    version, why = found
+    return (
+        f"table {source}: commit {version} (_delta_log/{version:020d}.json) is not a "
+        f"valid Delta commit ({why}); restore the file from a backup, or have its writer "
+        "write that commit again"
+    )
 
 
 def check_lake(root: lake.Lake) -> list[str]:

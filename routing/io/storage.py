@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import Protocol
 
 import pyarrow as pa
@@ -45,9 +47,11 @@ from routing.broker.state import JobState
 from routing.io.delta_tables import (
     TableLogs,
     commit_app_ids,
+    commit_file,
     commit_rows,
     is_table,
     row_count,
+    version_before_app_commit,
 )
 from routing.io.jvm import jvm_class
 from routing.io.lake import Lake
@@ -96,6 +100,9 @@ KEPT_PRODUCER_IDS = 100_000
 APP_TRANSACTION_APPEND = "routing.delta.AppTransactionAppend"
 """Delta's append of an app transaction without its check of the table's transactions
 (jars/src/routing/delta, built by ``make setup``; :func:`append`)."""
+SKIPPED = -2
+"""What :data:`APP_TRANSACTION_APPEND`'s append returns when it found its app transaction
+committed already (``AppTransactionAppend.SKIPPED``)."""
 
 CHECKPOINT_INTERVAL = 100
 """``delta.checkpointInterval`` of the tables the job creates (:func:`append`; Delta's
@@ -200,17 +207,61 @@ def conform(rows: DataFrame, schema: pa.Schema) -> DataFrame:
     )
 
 
-def read_table(spark: SparkSession, location: str, schema: pa.Schema) -> DataFrame:
-    """A Delta table's rows with its SPEC ``schema`` (:func:`conform`); empty when the table
-    does not exist yet.
+def read_table(
+    spark: SparkSession, location: str, schema: pa.Schema, version: int | None = None
+) -> DataFrame:
+    """A Delta table's rows with its SPEC ``schema`` (:func:`conform`), at ``version``
+    (None: the latest); empty when the table does not exist yet (or at ``version`` -1).
 
     Example::
 
         journal = read_table(spark, Lake.at("lake").journal, schemas.JOURNAL)
     """
-    if not is_table(location):
+    if not is_table(location) or version == -1:
         return local_frame(spark, [], schemas.spark_schema(schema))
-    return conform(spark.read.format("delta").load(location), schema)
+    reader = spark.read.format("delta")
+    if version is not None:
+        reader = reader.option("versionAsOf", version)
+    return conform(reader.load(location), schema)
+
+
+def route_app_id(lake: Lake) -> str | None:
+    """The Delta app id of the routing job's commits to ``lake``: stable across restarts of
+    its checkpoint; its prefix tells the input stream the commit is the job's own (not
+    offered again). None before the job's first run."""
+    metadata = Path(lake.checkpoint(layout.ROUTE_QUERY), "metadata")
+    if not metadata.is_file():
+        return None
+    return f"{layout.ROUTING_APP_PREFIX}{json.loads(metadata.read_text())['id']}"
+
+
+def finished_versions(lake: Lake, locations: Sequence[str]) -> dict[str, int]:
+    """The version to read each table of ``locations`` at to see the lake as of the routing
+    job's last finished batch: for a table that holds a commit of the batch after it (in
+    flight, or left by a run that stopped inside it and not yet rolled forward), the
+    version before that commit. Tables without one are absent: their latest version is
+    the finished batch's.
+
+    A batch commits its tables one at a time, ``queue_messages`` last; a reader of the
+    others alone would see some of a batch's rows (``ROUTED`` in ``journal``, its copies
+    nowhere) until it finishes. Only commits written since the finished batch's
+    ``queue_messages`` commit are looked into."""
+    app_id = route_app_id(lake)
+    if app_id is None:
+        return {}
+    finished = TableLogs().transaction_version(lake.queue_messages, app_id)
+    since = 0.0
+    if finished is not None:
+        before = version_before_app_commit(lake.queue_messages, app_id, finished)
+        if before is not None:
+            with contextlib.suppress(FileNotFoundError):
+                since = commit_file(lake.queue_messages, before + 1).stat().st_mtime
+    in_flight = -1 if finished is None else finished
+    found = {
+        location: version_before_app_commit(location, app_id, in_flight + 1, since)
+        for location in locations
+    }
+    return {location: version for location, version in found.items() if version is not None}
 
 
 def _in_pending() -> Column:
@@ -250,7 +301,7 @@ def append(
     checkpoints: LogCheckpoints | None = None,
     logs: TableLogs | None = None,
     statistics: Sequence[str] | None = None,
-) -> None:
+) -> bool:
     """Append ``rows`` to the Delta table at ``location`` (created if missing, with a
     checkpoint every :data:`CHECKPOINT_INTERVAL` commits and the file statistics of
     ``statistics``' columns, :data:`STATISTICS_COLUMNS`), as one commit; with ``app_id``
@@ -261,7 +312,9 @@ def append(
     Spark queries before every append, since each commit makes a new snapshot: most of a
     small append's time. Where :data:`APP_TRANSACTION_APPEND` is on the classpath the job
     reads the answer from the log (delta-rs) and appends through it, the same write and
-    commit without the question (docs/DESIGN.md); elsewhere through Delta's writer.
+    commit without the question (docs/DESIGN.md); elsewhere through Delta's writer. Either
+    way the commit conflicts with another writer's commit of the same app transaction
+    (``ConcurrentTransactionException``): a second writer cannot commit a batch twice.
 
     :param rows_per_file: at most this many rows in a data file (Delta's
         ``maxRecordsPerFile``); None: a file per task.
@@ -272,6 +325,7 @@ def append(
     :param statistics: the columns whose statistics a table this append creates keeps,
         those of them ``rows`` has (a producer's table may lack the optional ones); None
         or none of them: Delta's default.
+    :return: False when the app transaction was committed already (nothing written).
     """
     # a producer may have created its address table without the optional columns;
     # the interval and the statistics are properties of a table this append creates,
@@ -292,11 +346,13 @@ def append(
         if partition_by:
             writer = writer.partitionBy(*partition_by)
         writer.save(location)
-        return
+        return True
     assert app_id is not None and txn_version is not None  # an app transaction
-    done = (logs or TableLogs()).transaction_version(location, app_id)
+    checked, done = (logs or TableLogs()).transaction_at(location, app_id)
     if done is not None and done >= txn_version:
-        return  # committed already: what Delta's writer would skip
+        return False  # committed already: what Delta's writer would skip
+    # the commit checks the versions since ``checked`` and conflicts with a concurrent one
+    # of the same app transaction, as Delta's writer's does
     due = appender.append(
         spark._jsparkSession,
         rows._jdf,
@@ -304,9 +360,11 @@ def append(
         options,
         list(partition_by),
         checkpoints is not None,
+        checked,
     )
     if checkpoints is not None and due >= 0:
         checkpoints.due(location, due)
+    return due != SKIPPED
 
 
 class LogCheckpoints:
@@ -439,7 +497,7 @@ def append_kept(
     rows_per_file: int | None = None,
     checkpoints: LogCheckpoints | None = None,
     logs: TableLogs | None = None,
-) -> dict[str, int]:
+) -> Appended:
     """Append ``kept`` rows to the lake: one commit per table that gets rows, the tables
     for which ``first`` holds before the others (None: all at once), each group's commits
     side by side on ``pool`` (:data:`CONCURRENT_COMMITS`): they are separate Delta tables,
@@ -447,13 +505,14 @@ def append_kept(
     them, in files of at most ``rows_per_file`` rows (:func:`append`, which takes
     ``checkpoints`` and ``logs`` too).
 
-    :return: the row counts by table (:attr:`KeptRows.totals`).
+    :return: the row counts of the tables committed, and the tables that held the app
+        transaction already (a batch resumed after a crash).
     """
 
-    def write(table: str) -> None:
+    def write(table: str) -> bool:
         rows = kept.rows(table)
         assert rows is not None  # a table written gets rows
-        append(
+        return append(
             rows,
             lake.table(table),
             app_id=app_id,
@@ -467,9 +526,24 @@ def append_kept(
     counts = kept.totals
     in_group = first or (lambda _: True)
     tables = sorted(tables_written(counts), key=lambda t: (not in_group(t), t))
+    committed: dict[str, bool] = {}
     for _, group in itertools.groupby(tables, key=in_group):
-        list(pool.map(write, group))  # the group's commits, then the next group
-    return counts
+        names = list(group)  # the group's commits, then the next group
+        committed.update(zip(names, pool.map(write, names), strict=True))
+    before = {t: counts[t] for t in tables if not committed[t]}
+    kept_counts = {k: n for k, n in counts.items() if k.split(":")[0] not in before}
+    return Appended(kept_counts, before)
+
+
+@dataclass(frozen=True)
+class Appended:
+    """What :func:`append_kept` committed."""
+
+    counts: dict[str, int]
+    """Rows by table (and journal rows by event, :func:`count_key`) of the tables committed."""
+    before: dict[str, int] = field(default_factory=dict)
+    """Tables that held the app transaction already (written by a run that stopped), with
+    the rows each would have had."""
 
 
 def append_tables(
@@ -489,13 +563,13 @@ def append_tables(
     (:class:`KeptRows`, at ``level``; not counted when ``counts`` gives each frame's rows
     by table), then :func:`append_kept`; the frames are released once written.
 
-    :return: the row counts by table.
+    :return: the row counts by table (of the tables committed).
     """
     frames = [rows] if isinstance(rows, DataFrame) else list(rows)
     with ThreadPoolExecutor(CONCURRENT_COMMITS, thread_name_prefix="append") as pool:
         kept = KeptRows(frames, pool, level, counts)
         try:
-            return append_kept(
+            appended = append_kept(
                 kept,
                 lake,
                 pool,
@@ -505,6 +579,7 @@ def append_tables(
                 rows_per_file=rows_per_file,
                 checkpoints=checkpoints,
             )
+            return appended.counts
         finally:
             kept.release()
 
@@ -514,6 +589,10 @@ class Storage(Protocol):
     written, the state and PENDING rows it starts from, the producer ids already taken, and
     one write per batch (the input stream is :func:`routing.io.lake_events.stream`'s).
     :class:`DeltaStorage` is the lake's."""
+
+    written_before: dict[str, int]
+    """The tables the last :meth:`write` found written by a run that stopped in its batch,
+    with their rows."""
 
     def done(self, app_id: str, batch_id: int) -> bool:
         """True when ``batch_id`` was fully written by the query ``app_id``."""
@@ -652,6 +731,9 @@ class DeltaStorage:
     _ids: CarriedProducerIds | None = field(default=None, init=False, repr=False)
     _checkpoints: LogCheckpoints | None = field(default=None, init=False, repr=False)
     _logs: TableLogs = field(default_factory=TableLogs, init=False, repr=False)
+    written_before: dict[str, int] = field(default_factory=dict, init=False)
+    """The tables the last :meth:`write` found written already (by a run that stopped
+    inside that batch), with their rows: not in the counts it returned."""
 
     def done(self, app_id: str, batch_id: int) -> bool:
         """True when ``batch_id`` was fully written (its ``queue_messages`` commit landed)."""
@@ -750,7 +832,8 @@ class DeltaStorage:
         one starts once the queue rows are committed (:class:`LogCheckpoints`; :meth:`close`
         writes the rest).
 
-        :return: the rows written by table (:func:`count_rows`).
+        :return: the rows written by table (:func:`count_rows`), without the tables a run
+            that stopped inside the batch wrote (:attr:`written_before`).
         """
         if self._checkpoints is None:
             self._checkpoints = LogCheckpoints(outputs.queue_rows.sparkSession)
@@ -772,7 +855,7 @@ class DeltaStorage:
             queue: QueueRows | None = None
             try:
                 kept = KeptRows(outputs.tagged, pool)
-                counts = append_kept(
+                appended = append_kept(
                     kept,
                     self.lake,
                     pool,
@@ -782,6 +865,7 @@ class DeltaStorage:
                     checkpoints=self._checkpoints,
                     logs=self._logs,
                 )
+                counts, self.written_before = appended.counts, appended.before
                 if overlapped is None and self._appends_as_planned(outputs):
                     self._append_queue_rows(outputs.queue_rows, state, app_id, batch_id)
                     self._drop_carried()

@@ -336,18 +336,21 @@ def _reject_duplicates(
     rows: DataFrame, scratch: Scratch, taken: DataFrame | None = None
 ) -> DataFrame:
     """A producer id is used once in the lake (SPEC §3.1): a row reusing an id an earlier
-    batch accepted is rejected, and so are the later rows (in input order) of an id used
-    twice in this batch.
+    batch accepted is rejected, and so are all but the first row of an id used twice in
+    this batch: the earliest sent (``sent_at``; a tie goes to the table first by name,
+    then the earlier input position). The input stream cuts its batches by event time,
+    so that is the row an earlier batch would have accepted: the outcome is the same
+    whatever the batches' sizes (SPEC §5.6).
 
     Found on the ids of the kept ``rows`` alone, not on a second read of the input: first
     the ids reused (:func:`_reused`, counts only, a hash aggregate), usually none, and the
-    rows stay as kept. Only for ids found is their first use looked for (the least input
-    order: a struct holding strings, which Spark aggregates by sorting). A few are
+    rows stay as kept. Only for ids found is their first use looked for (the least
+    ``order``: a struct holding strings, which Spark aggregates by sorting). A few are
     collected and broadcast back to the rows (every later read joins them; the rows are
     never shuffled for this); more (a log appended twice) are joined once and the rows
     kept again.
     """
-    order = F.struct("source", "version", "file", "row")
+    order = F.struct("sent_at", "source", "version", "file", "row")
     ids = rows.where(to_route()).select("message_id", order.alias("_order"))
     reused = _reused(ids.select("message_id"), taken)
     few = reused.limit(BROADCAST_CLASHES + 1).collect()

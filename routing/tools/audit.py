@@ -41,6 +41,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
@@ -48,7 +49,7 @@ from routing.broker.ids import DEAD_LETTER, DIVERT
 from routing.broker.layout import DELIVERIES, MANAGEMENT
 from routing.io.delta_tables import last_user_metadata
 from routing.io.lake import Lake
-from routing.io.storage import TABLE, append_tables, read_table
+from routing.io.storage import TABLE, append_tables, finished_versions, read_table
 from routing.plan import journal as events
 from routing.plan import schemas
 from routing.plan._columns import local_frame, union_by_name
@@ -139,7 +140,10 @@ _TABLES = ("messages", "queue_messages", "journal", "rejected", "deliveries", "m
 
 
 def load_lake(spark: SparkSession, root: str | os.PathLike[str] | Lake) -> LakeFrames:
-    """Every table of the lake at ``root``, for the audit functions (reads only).
+    """Every table of the lake at ``root``, for the audit functions (reads only), as of
+    the routing job's last finished batch: a batch it is writing, or that a run which
+    stopped inside it left half written, is not seen until it is finished
+    (:func:`routing.io.storage.finished_versions`).
 
     Example::
 
@@ -149,9 +153,14 @@ def load_lake(spark: SparkSession, root: str | os.PathLike[str] | Lake) -> LakeF
     if not isinstance(spark, SparkSession):
         raise TypeError(f"spark must be a SparkSession, got {type(spark).__name__}")
     lake = root if isinstance(root, Lake) else Lake.at(root)
-    tables = [
-        read_table(spark, lake.table(source), schemas.MESSAGE) for source in lake.address_sources()
-    ]
+    sources = [lake.table(source) for source in lake.address_sources()]
+    job_tables = [lake.journal, lake.rejected, *sources]
+    finished = finished_versions(lake, job_tables)
+
+    def read(location: str, schema: pa.Schema) -> DataFrame:
+        return read_table(spark, location, schema, finished.get(location))
+
+    tables = [read(source, schemas.MESSAGE) for source in sources]
     messages = (
         union_by_name(tables)
         if tables
@@ -161,8 +170,8 @@ def load_lake(spark: SparkSession, root: str | os.PathLike[str] | Lake) -> LakeF
         lake=lake,
         messages=messages,
         queue_messages=read_table(spark, lake.queue_messages, schemas.QUEUE_MESSAGE),
-        journal=read_table(spark, lake.journal, schemas.JOURNAL),
-        rejected=read_table(spark, lake.rejected, schemas.REJECTED),
+        journal=read(lake.journal, schemas.JOURNAL),
+        rejected=read(lake.rejected, schemas.REJECTED),
         deliveries=read_table(spark, lake.deliveries, schemas.DELIVERY),
         management=read_table(spark, lake.management, schemas.MANAGEMENT),
     )

@@ -16,6 +16,7 @@ import org.apache.spark.sql.delta.OptimisticTransaction;
 import org.apache.spark.sql.delta.OptimisticTransaction$;
 import org.apache.spark.sql.delta.Snapshot;
 import org.apache.spark.sql.delta.actions.Action;
+import org.apache.spark.sql.delta.actions.SetTransaction;
 import org.apache.spark.sql.delta.commands.DMLUtils;
 import org.apache.spark.sql.delta.commands.WriteIntoDelta;
 
@@ -33,6 +34,13 @@ import scala.jdk.javaapi.CollectionConverters;
  * since each commit makes a new snapshot. The routing job asks delta-rs instead, from the
  * log (routing/io/storage.py, {@code append}), and calls this only when the answer is no.
  *
+ * <p>The answer stays part of the commit, with Delta's conflict semantics: the commits
+ * between the version delta-rs read and the transaction's own snapshot are looked into
+ * for the app transaction (their commit files, a few at most), and the transaction
+ * records that it read the app id ({@code readTxn}), as Delta's own check does, so
+ * Delta's conflict checker refuses the commit ({@code ConcurrentTransactionException})
+ * when another writer commits the same app transaction meanwhile.
+ *
  * <p>A commit whose version is a multiple of the table's {@code delta.checkpointInterval}
  * writes a checkpoint of the log before it returns (Delta's {@code CheckpointHook}), and its
  * statistics rebuild the table's state: a second or more inside a small batch. Asked to, the
@@ -41,6 +49,9 @@ import scala.jdk.javaapi.CollectionConverters;
  */
 public final class AppTransactionAppend {
   private AppTransactionAppend() {}
+
+  /** What {@link #append} returns when the app transaction was committed already. */
+  public static final long SKIPPED = -2L;
 
   /**
    * Append {@code data} to the table at {@code path} (created if missing) in one commit.
@@ -51,7 +62,11 @@ public final class AppTransactionAppend {
    *     source takes them ({@code DeltaDataSource.createRelation})
    * @param partitionBy the partition columns of a table created by this append
    * @param deferCheckpoint leave the checkpoint the commit may be due out of it
-   * @return the version committed when {@code deferCheckpoint} left its checkpoint out, else -1
+   * @param checkedVersion the table's version at which the app transaction was found not
+   *     committed (-1: there was no table)
+   * @return the version committed when {@code deferCheckpoint} left its checkpoint out, else -1;
+   *     {@link #SKIPPED} when a commit after {@code checkedVersion} carries the app transaction
+   *     already (nothing is written, as Delta's writer would skip it)
    */
   public static long append(
       SparkSession spark,
@@ -59,7 +74,8 @@ public final class AppTransactionAppend {
       String path,
       Map<String, String> options,
       List<String> partitionBy,
-      boolean deferCheckpoint) {
+      boolean deferCheckpoint,
+      long checkedVersion) {
     DeltaLog log = DeltaLog.forTable(spark, path);
     DeltaOptions deltaOptions = new DeltaOptions(scalaMap(options), spark.sessionState().conf());
     Map<String, String> named = new HashMap<>();
@@ -99,6 +115,14 @@ public final class AppTransactionAppend {
         deferCheckpoint
             ? new CheckpointDeferred(log)
             : log.startTransaction(Option.empty(), Option.empty());
+    String appId = options.get("txnAppId");
+    if (appId != null) {
+      long txnVersion = Long.parseLong(options.get("txnVersion"));
+      if (committedSince(log, appId, txnVersion, checkedVersion, txn.readVersion())) {
+        return SKIPPED;
+      }
+      txn.readTxn().addOne(appId); // Delta's conflict check now covers the app transaction
+    }
     OptimisticTransaction$.MODULE$.setActive(txn);
     try {
       DMLUtils.TaggedCommitData<Action> commit =
@@ -115,6 +139,29 @@ public final class AppTransactionAppend {
     } finally {
       OptimisticTransaction$.MODULE$.clearActive();
     }
+  }
+
+  /**
+   * Whether a commit after {@code checked} and up to {@code upTo} carries the app transaction
+   * {@code appId} at {@code txnVersion} or later: read from those commits' files.
+   */
+  private static boolean committedSince(
+      DeltaLog log, String appId, long txnVersion, long checked, long upTo) {
+    if (upTo <= checked) {
+      return false;
+    }
+    scala.collection.Iterator<scala.Tuple2<Object, Seq<Action>>> changes =
+        log.getChanges(Math.max(checked + 1, 0L), upTo, Option.empty(), true);
+    while (changes.hasNext()) {
+      for (Action action : CollectionConverters.asJava(changes.next()._2())) {
+        if (action instanceof SetTransaction txn
+            && txn.appId().equals(appId)
+            && txn.version() >= txnVersion) {
+          return true;
+        }
+      }
+    }
+    return false;
   }
 
   private static scala.collection.immutable.Map<String, String> scalaMap(Map<String, String> map) {
