@@ -989,3 +989,29 @@ def test_a_truncated_commit_of_an_input_table_is_named_and_nothing_is_written(sp
     ), run.err
     assert "restore the file from a backup" in run.err
     assert sorted(p.name for p in Path(lake.root).iterdir()) == before  # no checkpoint, no table
+
+
+def test_an_address_the_file_system_cannot_hold_stops_the_job_before_it_writes(spark, tmp_path):
+    """A diverted copy would go to an address whose table folder is too long a name: the
+    job refuses the configuration (exit 2) before any table, checkpoint or lock file."""
+    lake = Lake.at(tmp_path / "lake")
+    conf = tmp_path / "broker.xml"
+    far = "注文" * 15  # 30 characters, 270 bytes as a folder name
+    conf.write_text(
+        CONF.replace(
+            "<diverts>",
+            f"<diverts><divert name='far'><address>orders</address>"
+            f"<forwarding-address>{far}</forwarding-address></divert>",
+        ),
+        encoding="utf-8",
+    )
+    append(lake.address_table("orders"), [message(1, ms=1000)], schemas.MESSAGE)
+    before = sorted(p.name for p in Path(lake.root).iterdir())
+    run = _route(spark, conf, lake)
+    assert run.status == 2 and run.out == ""
+    assert run.err == (
+        "configuration error: divert 'far': address '" + far + "' is too long for a table "
+        "folder: its folder name takes 270 bytes, at most 255 fit (characters outside A-Z a-z "
+        "0-9 . _ - take 3 bytes each)\n"
+    )
+    assert sorted(p.name for p in Path(lake.root).iterdir()) == before
