@@ -7,7 +7,7 @@ import importlib
 import sys
 import time
 
-MODULES = ["storage", "breadcrumbs", "routing", "floor", "route", "replay", "soak"]
+MODULES = ["storage", "breadcrumbs", "routing", "floor", "route", "replay", "shapes", "soak"]
 
 
 def main(argv: list[str] | None = None) -> int:

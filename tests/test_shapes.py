@@ -1,0 +1,50 @@
+"""The benchmark's shapes (bench/shapes.py) and its single-process router
+(bench/single_process.py), small: the job rejects none of a shape's traffic (the
+generator's acknowledgements name the queue each message is in), and the single process
+leaves as many messages in each queue and status as the job."""
+
+from __future__ import annotations
+
+import io
+
+import pyarrow.parquet as pq
+import pytest
+
+from bench.shapes import Shape, anycast_turns, competing_consumers, many_addresses
+from bench.single_process import route_lake, written_counts
+from jobs import route
+from jobs.replay import load_logs
+from routing.io.delta_tables import is_table
+from routing.io.lake import Lake
+from tests.lakeio import rows
+
+SHAPES = {
+    "many addresses": lambda: many_addresses(40, 400),
+    "anycast groups": lambda: competing_consumers(400, grouped=True),
+    "single queues": lambda: competing_consumers(400, grouped=False),
+}
+
+
+@pytest.mark.parametrize("name", list(SHAPES))
+def test_the_job_and_the_single_process_agree_on_a_shape(spark, tmp_path, name):
+    shape: Shape = SHAPES[name]()
+    conf, log, lake = tmp_path / "broker.xml", tmp_path / "log.parquet", Lake.at(tmp_path / "lake")
+    conf.write_text(shape.broker, encoding="utf-8")
+    pq.write_table(shape.log, log)
+    load_logs(spark, lake, [str(log)])
+    route_lake(conf, tmp_path / "lake")
+    argv = ["--conf", str(conf), "--lake", lake.root, "--available-now"]
+    assert route.main(argv, spark=spark, out=io.StringIO()) == 0
+    assert not is_table(lake.rejected) or rows(lake.rejected) == []
+    job = {}
+    for row in rows(lake.queue_messages):
+        key = (row["queue"], row["status"])
+        job[key] = job.get(key, 0) + 1
+    assert job == written_counts(tmp_path / "lake")
+    assert {status for _, status in job} >= {"ACKED"}
+
+
+def test_anycast_turns_go_to_the_next_queue_whose_filter_matches():
+    filters = ("kind = 'a'", "kind = 'b'", None, None)
+    assert anycast_turns(filters, list("abcabcccab")) == [0, 1, 2, 3, 1, 2, 3, 2, 3, 1]
+    assert anycast_turns(("kind = 'a'",), list("ba")) == [None, 0]
