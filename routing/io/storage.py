@@ -325,7 +325,8 @@ def append(
     :param statistics: the columns whose statistics a table this append creates keeps,
         those of them ``rows`` has (a producer's table may lack the optional ones); None
         or none of them: Delta's default.
-    :return: False when the app transaction was committed already (nothing written).
+    :return: False when the app transaction was committed already (nothing written);
+        through Delta's own writer, always True (it skips such a commit silently).
     """
     # a producer may have created its address table without the optional columns;
     # the interval and the statistics are properties of a table this append creates,
