@@ -115,8 +115,8 @@ def validate_address_name(value: str | None, where: str, what: str = "<address>"
 
     An address the job writes to gets a folder ``addresses/<dir(address)>`` (SPEC §3), in
     which every byte outside ``A-Z a-z 0-9 . _ -`` takes three (``=XX``): a 30-character
-    CJK name (90 bytes of UTF-8) needs 270. Refused here, before anything is written, not when a batch's
-    first copy to it fails after other tables committed."""
+    CJK name (90 bytes of UTF-8) needs 270. Refused here, before anything is written, not
+    when a batch's first copy to it fails after other tables committed."""
     name = validate_name(value, where, what)
     folder = len(address_dir(name).encode())
     if folder > MAX_TABLE_DIR_BYTES:

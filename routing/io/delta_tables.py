@@ -179,13 +179,21 @@ def _operations(table: DeltaTable, after: int) -> dict[int, str | None]:
     return {c["version"]: c.get("operation") for c in table.history(table.version() - after)}
 
 
+def _commit_files(location: str) -> list[Path]:
+    """The commit files (``<version>.json``) of the table's log, oldest first (none: no log)."""
+    log = Path(location, DELTA_LOG)
+    if not log.is_dir():
+        return []
+    return sorted(
+        p for p in log.iterdir() if p.suffix == ".json" and _VERSION_FILE.fullmatch(p.name)
+    )
+
+
 def unreadable_commit(location: str) -> tuple[int, str] | None:
     """The first commit file of the table's log that is not JSON lines, with why (None:
     each parses). For an error that names what to mend: delta-rs says only that the log
     failed to parse."""
-    for path in sorted(Path(location, DELTA_LOG).glob("*.json")):
-        if not _VERSION_FILE.fullmatch(path.name):
-            continue
+    for path in _commit_files(location):
         try:
             for line in path.read_text(encoding="utf-8").splitlines():
                 if line.strip():
@@ -201,14 +209,7 @@ def version_before_app_commit(
     """The table's version just before its commit of the app transaction ``(app_id,
     txn_version)``, if it has one (None: it has none). Only the commit files written at
     ``since`` (a time, as ``os.stat`` gives it) or later are looked into, newest first."""
-    log = Path(location, DELTA_LOG)
-    if not log.is_dir():
-        return None
-    commits = sorted(
-        (entry for entry in log.iterdir() if entry.suffix == ".json" and entry.stem.isdigit()),
-        reverse=True,
-    )
-    for commit in commits:
+    for commit in reversed(_commit_files(location)):
         try:
             if commit.stat().st_mtime < since:
                 return None
