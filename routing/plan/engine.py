@@ -650,8 +650,7 @@ def _routes_asked(router: Router, decided: Decided) -> Callable[[Created], DataF
     its rows are at)."""
 
     def changed(final: Created) -> DataFrame | None:
-        differ = router.bindings_seen_differently(final, decided.at)
-        return None if differ is None else decided.rows.where(differ)
+        return router.routes_seen_differently(decided, final)
 
     return changed
 

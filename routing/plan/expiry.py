@@ -9,14 +9,12 @@ it, and when present it is clamped into ``[now + min, now + max]``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from routing.broker.settings import AddressSettings
-from routing.plan._columns import case_of
 
 UNSET = -1  # Artemis's default for expiry-delay, min- and max-expiry-delay
 
@@ -45,27 +43,28 @@ def earliest_expiration(of: Column | None = None) -> Column:
     return F.min(micros if of is None else F.when(of, micros))
 
 
-def _plus_ms(moment: Column, millis: int) -> Column:
-    return F.timestamp_micros(F.unix_micros(moment) + F.lit(millis * 1000))
-
-
-def expiration_on_entry(settings: AddressSettings) -> Column:
-    """The ``expiration`` a row gets on entering an address with ``settings``."""
+def expiration_entering(
+    no_expiry: Column, expiry_delay: Column, min_expiry_delay: Column, max_expiry_delay: Column
+) -> Column:
+    """The ``expiration`` a row gets on entering an address whose settings are in columns
+    (the module's rules; the binding table holds them, :mod:`routing.plan.bindings`). Null
+    settings, an address the configuration does not know, change nothing."""
     expiration, now = F.col("expiration"), F.col("sent_at")
-    if settings.no_expiry:
-        return F.lit(None).cast("timestamp")
-    if settings.expiry_delay >= 0:
-        return F.coalesce(expiration, _plus_ms(now, settings.expiry_delay))
-    low, high = settings.min_expiry_delay, settings.max_expiry_delay
-    if low == UNSET and high == UNSET:
-        return expiration
-    when_absent = _plus_ms(now, high if high != UNSET else low)
-    present = expiration
-    if low != UNSET:
-        present = F.when(expiration < _plus_ms(now, low), _plus_ms(now, low)).otherwise(present)
-    if high != UNSET:
-        present = F.when(expiration > _plus_ms(now, high), _plus_ms(now, high)).otherwise(present)
-    return F.when(expiration.isNull(), when_absent).otherwise(present)
+
+    def plus(millis: Column) -> Column:
+        return F.timestamp_micros(F.unix_micros(now) + millis * F.lit(1000))
+
+    delay = F.coalesce(expiry_delay, F.lit(UNSET))
+    low = F.coalesce(min_expiry_delay, F.lit(UNSET))
+    high = F.coalesce(max_expiry_delay, F.lit(UNSET))
+    raised = F.when((low != UNSET) & (expiration < plus(low)), plus(low)).otherwise(expiration)
+    clamped = F.when((high != UNSET) & (raised > plus(high)), plus(high)).otherwise(raised)
+    return (
+        F.when(F.coalesce(no_expiry, F.lit(False)), F.lit(None).cast("timestamp"))
+        .when(delay >= 0, F.coalesce(expiration, plus(delay)))
+        .when(expiration.isNull(), F.when(high != UNSET, plus(high)).when(low != UNSET, plus(low)))
+        .otherwise(clamped)
+    )
 
 
 def has_expiry_settings(settings: AddressSettings) -> bool:
@@ -75,19 +74,6 @@ def has_expiry_settings(settings: AddressSettings) -> bool:
         or settings.min_expiry_delay != UNSET
         or settings.max_expiry_delay != UNSET
     )
-
-
-def expiration_by_address(
-    addresses: Iterable[str], settings_of: Callable[[str], AddressSettings]
-) -> Column:
-    """The ``expiration`` of a row entering its ``address``: a CASE over the addresses
-    whose settings change it (the others keep the row's own)."""
-    changing = {
-        address: expiration_on_entry(settings_of(address))
-        for address in sorted(addresses)
-        if has_expiry_settings(settings_of(address))
-    }
-    return case_of(F.col("address"), changing, F.col("expiration"))
 
 
 def expires_at(clock_micros: Column) -> Column:

@@ -42,18 +42,25 @@ from __future__ import annotations
 
 import operator
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property, reduce
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from routing.broker.config import ANYCAST, MULTICAST, DivertConfig
+from routing.broker.bindings import (
+    ANYCAST_QUEUE,
+    EXCLUSIVE_DIVERT,
+    MULTICAST_QUEUE,
+    NON_EXCLUSIVE_DIVERT,
+    BindingLayout,
+)
+from routing.broker.config import ANYCAST, MULTICAST
 from routing.broker.ids import DEAD_LETTER, DIVERT, EXPIRY, MOVE, RETRY
 from routing.broker.layout import address_source
-from routing.broker.topology import ADDRESS, MESSAGE_RANK, Created, Queue, Topology, moment_of
-from routing.plan import journal, schemas
+from routing.broker.topology import ADDRESS, MESSAGE_RANK, Created, Topology
+from routing.plan import bindings, journal, schemas
 from routing.plan._columns import (
     case_of,
     chosen_values,
@@ -62,10 +69,10 @@ from routing.plan._columns import (
     union_all,
     union_of,
 )
+from routing.plan.bindings import BindingTable
 from routing.plan.copies import make_copies
-from routing.plan.expiry import expiration_by_address, has_expiry_settings
+from routing.plan.expiry import expiration_entering, has_expiry_settings
 from routing.plan.facts import moment
-from routing.plan.filters import matches
 from routing.plan.scratch import Scratch
 from routing.plan.turns import take_turns
 
@@ -108,22 +115,12 @@ def entering(source: Column, rank: Column | None = None, *, producer: bool) -> l
 
 
 @dataclass(frozen=True)
-class TurnGroup:
-    """Bindings of one address taking turns: the anycast queues, or diverts sharing a name."""
-
-    key: str
-    address: str
-    members: tuple[str, ...]
-    filters: tuple[str | None, ...]
-    anycast: bool
-
-
-@dataclass(frozen=True)
 class Decided:
     """A pass's rows with its decisions made (with auto-created queues in the topology)."""
 
     rows: DataFrame
     at: frozenset[str] | None  # the addresses the rows can be at (None: any)
+    created: Created  # the creation moments the pass saw
 
 
 @dataclass
@@ -150,45 +147,14 @@ class Router:
 
     def __init__(self, topology: Topology, addresses: Iterable[str] = ()) -> None:
         self.topology = topology
-        self.addresses = sorted(set(addresses) | set(topology.addresses))
-        self._auto = {q.name: i for i, q in enumerate(topology.auto_queues)}
-        self.groups = self._turn_groups()
-        self._by_key = {g.key: g for g in self.groups}
+        self.layout = BindingLayout(topology, addresses)
+        self.table = BindingTable(self.layout)
+        self.addresses = self.layout.addresses
+        self.groups = self.layout.groups
         self.passes = self._passes_needed()
         self.may_set_expiration = any(map(self._sets_expiration, self.addresses))
 
     # ---- static structure -----------------------------------------------------------
-
-    def _turn_groups(self) -> list[TurnGroup]:
-        groups = []
-        for address in self.topology.routed_addresses:
-            anycast = [q for q in self.topology.queues_on(address) if q.routing_type == ANYCAST]
-            if len(anycast) >= 2:
-                groups.append(
-                    TurnGroup(
-                        f"anycast:{address}",
-                        address,
-                        tuple(q.name for q in anycast),
-                        tuple(q.filter for q in anycast),
-                        True,
-                    )
-                )
-            named: dict[str, list[DivertConfig]] = {}
-            for divert in self.topology.diverts_on(address):
-                if not divert.exclusive and divert.routing_name is not None:
-                    named.setdefault(divert.routing_name, []).append(divert)
-            for name, diverts in named.items():
-                if len(diverts) >= 2:
-                    groups.append(
-                        TurnGroup(
-                            f"divert:{address}:{name}",
-                            address,
-                            tuple(d.name for d in diverts),
-                            tuple(d.filter for d in diverts),
-                            False,
-                        )
-                    )
-        return groups
 
     @cached_property
     def _slots(self) -> dict[str, int]:
@@ -206,9 +172,16 @@ class Router:
     def _turn_columns(self) -> list[str]:
         return [f"_turn_{slot}" for slot in range(max(self._slots.values(), default=-1) + 1)]
 
-    def _turn(self, group: TurnGroup) -> Column:
-        """The binding of ``group`` the row got (its index; null: no turn taken)."""
-        return F.col(self._turn_columns[self._slots[group.key]])
+    def _turn_of(self, slot: int) -> Column:
+        """The member of its turn group the row's binding in ``slot`` got (null: no turn
+        taken there)."""
+        if len(self._turn_columns) == 1:
+            return F.col(self._turn_columns[0])
+        return case_of(
+            bindings.binding(slot, "group").cast("string"),
+            {str(s): F.col(c) for s, c in enumerate(self._turn_columns)},
+            F.lit(None).cast("int"),
+        )
 
     @cached_property
     def _copy_edges(self) -> dict[str, set[str]]:
@@ -221,33 +194,31 @@ class Router:
             edges.setdefault(address, set()).add(dla)
         return edges
 
-    @cached_property
+    @property
     def _no_route_dlas(self) -> dict[str, str]:
-        """Each address whose rows with no route go to a dead-letter address, and that
-        address: send-to-dla-on-no-route with a dead-letter address set, on an address
-        with no declared binding (Artemis's ``PostOfficeImpl.route`` sends to the DLA only
-        when the address has no binding at all; an auto-created queue binds it from its
-        creation: :attr:`_no_route_dla`)."""
-        dlas = {}
-        for address in self.addresses:
-            settings = self.topology.settings(address)
-            if (
-                settings.send_to_dla_on_no_route
-                and settings.dead_letter_address
-                and not self.topology.declared_bindings(address)
-            ):
-                dlas[address] = settings.dead_letter_address
-        return dlas
+        return self.layout.no_route_dlas
 
-    def _auto_bound(self, address: str, since: Callable[[Queue], Column]) -> Column | None:
-        """The row's address ``address`` has an auto-created queue by the row's moment, the
-        queues created as ``since`` says (None: the address has no such queue)."""
-        bound = [
-            F.coalesce(self._created_by_then(since(q)), F.lit(False))
-            for q in self.topology.queues_on(address)
-            if q.name in self._auto
+    @cached_property
+    def _auto_slots(self) -> list[int]:
+        """The binding slots where some address has an auto-created queue."""
+        return [
+            j
+            for j in range(self.layout.width)
+            if any(len(b) > j and b[j].auto for b in self.layout.slots.values())
         ]
-        return reduce(operator.or_, bound) if bound else None
+
+    def _auto_bound(
+        self, since: Callable[[int], Column], other_than: Column | None = None
+    ) -> Column:
+        """The row's address has an auto-created queue by the row's moment (other than
+        ``other_than``), the queues created as ``since`` says (the moment column of a slot)."""
+        bound = []
+        for j in self._auto_slots:
+            here = bindings.binding(j, "auto") & self._created_by_then(since(j))
+            if other_than is not None:
+                here = here & (bindings.binding(j, "name") != other_than)
+            bound.append(F.coalesce(here, F.lit(False)))
+        return reduce(operator.or_, bound) if bound else F.lit(False)
 
     def _sets_expiration(self, address: str) -> bool:
         """Entering ``address`` may give a row an expiration or move it (``no-expiry`` only
@@ -311,11 +282,6 @@ class Router:
             for g in self.groups
         }
 
-    def _in_group(self, divert: DivertConfig) -> TurnGroup | None:
-        if divert.exclusive or divert.routing_name is None:
-            return None
-        return self._by_key.get(f"divert:{divert.address}:{divert.routing_name}")
-
     # ---- columns ------------------------------------------------------------------------
     # Built once per router and reused by every pass of every batch: a topology's columns
     # take thousands of py4j calls to build (Column objects are immutable, so sharing is safe).
@@ -332,29 +298,24 @@ class Router:
             | F.col("copy_reason").isin(*MOVES)
         )
 
-    @staticmethod
-    def _divert_struct(divert: DivertConfig) -> Column:
-        return F.struct(
-            F.lit(divert.name).alias("name"),
-            F.lit(divert.routing_type).alias("routing_type"),
-            F.array(*[F.lit(a) for a in divert.forwarding_addresses]).alias("forwarding"),
-        )
+    def _slots_holding(self, *kinds: str) -> list[int]:
+        """The binding slots where some address has a binding of one of ``kinds``."""
+        return [j for j in range(self.layout.width) if self.layout.kinds_at(j) & set(kinds)]
+
+    @cached_property
+    def _matched(self) -> dict[str, Column]:
+        return self.table.matched()
 
     @cached_property
     def _exclusive(self) -> Column:
         """The row fires an exclusive divert (and so goes nowhere else on its address)."""
-        fired: dict[str, Column] = {}
-        for divert in self.topology.config.diverts:
-            if divert.exclusive:
-                this = matches(divert.filter)
-                fired[divert.address] = (
-                    fired[divert.address] | this if divert.address in fired else this
-                )
-        return (
-            self._meets_diverts & case_of(F.col("address"), fired, F.lit(False))
-            if fired
-            else F.lit(False)
-        )
+        fired = [
+            (bindings.binding(j, "kind") == EXCLUSIVE_DIVERT) & bindings.matched(j)
+            for j in self._slots_holding(EXCLUSIVE_DIVERT)
+        ]
+        if not fired:
+            return F.lit(False)
+        return self._meets_diverts & F.coalesce(reduce(operator.or_, fired), F.lit(False))
 
     @cached_property
     def _meets_diverts(self) -> Column:
@@ -367,121 +328,114 @@ class Router:
     def _to_queue(self) -> Column:
         """The queue a MOVE or RETRY copy goes to (``to_queue``) as an array: empty when
         it is not one of the row's address's (a RETRY to a queue bound elsewhere)."""
-        addresses = {q.name: q.address for q in self.topology.queues.values()}
-        here = literal_map(addresses)[F.col("to_queue")] == F.col("address")
+        here = F.array_contains(F.col(bindings.QUEUES), F.col("to_queue"))
         return F.when(F.coalesce(here, F.lit(False)), F.array(F.col("to_queue"))).otherwise(
             empty_array("string")
         )
 
-    @cached_property
-    def _fired(self) -> Column:
-        """The diverts a row fires: array of (name, routing_type, forwarding).
-
-        Every column here is a ``CASE`` on the row's address, so a row evaluates only the
-        filters of its own address's bindings.
-        """
-        by_address: dict[str, list[tuple[Column, Column]]] = {}
-        for divert in self.topology.config.diverts:
-            if divert.exclusive:
-                cond = matches(divert.filter)
-            elif (group := self._in_group(divert)) is not None:
-                chosen = self._turn(group) == group.members.index(divert.name)
-                cond = ~F.col(_EXCLUSIVE) & chosen  # a copy with to_queue takes no turn
-            else:
-                cond = ~F.col(_EXCLUSIVE) & F.col("to_queue").isNull() & matches(divert.filter)
-            by_address.setdefault(divert.address, []).append((cond, self._divert_struct(divert)))
-        kind = "struct<name:string,routing_type:string,forwarding:array<string>>"
-        empty = empty_array(kind)
-        fired = {a: chosen_values(c, kind) for a, c in by_address.items()}
-        return F.when(~self._meets_diverts, empty).otherwise(
-            case_of(F.col("address"), fired, empty)
+    def _takes_turn(self, slot: int, kind: str) -> Column:
+        """The row's binding in ``slot`` is of ``kind``, in a turn group, and the row's turn
+        there went to it."""
+        member = bindings.binding(slot, "member")
+        return (
+            (bindings.binding(slot, "kind") == kind)
+            & member.isNotNull()
+            & (self._turn_of(slot) == member)
         )
 
     @cached_property
+    def _fired(self) -> Column:
+        """The diverts a row fires: array of (name, routing_type, forwarding), from the
+        bindings of its address (:mod:`routing.plan.bindings`)."""
+        choices = []
+        for j in self._slots_holding(EXCLUSIVE_DIVERT, NON_EXCLUSIVE_DIVERT):
+            kind, member = bindings.binding(j, "kind"), bindings.binding(j, "member")
+            cond = (kind == EXCLUSIVE_DIVERT) & bindings.matched(j)
+            if NON_EXCLUSIVE_DIVERT in self.layout.kinds_at(j):
+                plain = (
+                    (kind == NON_EXCLUSIVE_DIVERT)
+                    & member.isNull()
+                    & F.col("to_queue").isNull()
+                    & bindings.matched(j)
+                )
+                if self.layout.group_slots_at(j):  # a copy with to_queue takes no turn
+                    plain = plain | self._takes_turn(j, NON_EXCLUSIVE_DIVERT)
+                cond = cond | (~F.col(_EXCLUSIVE) & plain)
+            choices.append((cond, bindings.binding(j, "divert")))
+        divert = "struct<name:string,routing_type:string,forwarding:array<string>>"
+        empty = empty_array(divert)
+        return F.when(~self._meets_diverts, empty).otherwise(chosen_values(choices, divert))
+
+    @cached_property
     def _queues(self) -> Column:
-        """The queues a row enters."""
-        by_address: dict[str, Column] = {}
-        for address in self.topology.routed_addresses:
-            queues = self.topology.queues_on(address)
-            anycast = [q.name for q in queues if q.routing_type == ANYCAST]
-            choices = []
-            for queue in queues:
-                if queue.routing_type == MULTICAST:
-                    cond = self._multicast_offer(queue)
-                    if queue.name in self._auto:  # a binding once created (auto-created: multicast)
-                        cond = cond & self._created_by_then(F.col(self._since(queue.name)))
-                elif len(anycast) == 1:
-                    cond = self._takes(ANYCAST) & matches(queue.filter)
-                    if queue.name in self._auto:  # an address's queue, once created
-                        cond = cond & self._created_by_then(F.col(self._since(queue.name)))
-                else:  # a row of another kind uses its turn up (BindingsImpl.getNextBinding)
-                    turn = self._turn(self._by_key[f"anycast:{address}"])
-                    cond = self._takes(ANYCAST) & (turn == anycast.index(queue.name))
-                choices.append((cond, F.lit(queue.name)))
-            by_address[address] = chosen_values(choices, "string")
+        """The queues a row enters, from the bindings of its address."""
+        choices = []
+        for j in self._slots_holding(MULTICAST_QUEUE, ANYCAST_QUEUE):
+            kind, member = bindings.binding(j, "kind"), bindings.binding(j, "member")
+            # an auto-created queue is a binding once created
+            exists = ~bindings.binding(j, "auto") | self._created_by_then(
+                bindings.binding(j, "since")
+            )
+            offered = (
+                (kind == MULTICAST_QUEUE) & self._takes(MULTICAST)
+                | (kind == ANYCAST_QUEUE) & member.isNull() & self._takes(ANYCAST)
+            ) & bindings.matched(j)
+            cond = offered & exists
+            if self.layout.group_slots_at(j):
+                # a row of another kind uses its turn up (BindingsImpl.getNextBinding)
+                cond = cond | self._takes_turn(j, ANYCAST_QUEUE) & self._takes(ANYCAST)
+            choices.append((cond, bindings.binding(j, "name")))
         empty = empty_array("string")
         return (
             F.when(F.col(_EXCLUSIVE), empty)
             .when(F.col("to_queue").isNotNull(), self._to_queue)
-            .otherwise(case_of(F.col("address"), by_address, empty))
+            .otherwise(chosen_values(choices, "string"))
         )
 
-    def bindings_seen_differently(
-        self, created: Created, at: Collection[str] | None = None
-    ) -> Column | None:
+    def may_see_differently(self, at: Collection[str] | None = None) -> bool:
+        """Whether rows at ``at`` (None: anywhere) can be routed differently under other
+        creation moments: some address there has an auto-created queue."""
+        auto = self.layout.auto_addresses
+        return bool(auto) and (at is None or not auto.isdisjoint(at))
+
+    def routes_seen_differently(self, decided: Decided, final: Created) -> DataFrame | None:
         """The rows of a pass (:attr:`Routed.decided`) that would enter an auto-created
-        queue or not differently had it been created at the moment ``created`` says (not
+        queue or not differently had it been created at the moment ``final`` says (not
         at all: not in it): the rows whose routing those moments would change. None: no
-        row can, as none is at an address with an auto-created multicast queue (the
-        pass's rows are at ``at``; None: anywhere)."""
-        differ = None
-        for address in self.topology.routed_addresses:
-            if at is not None and address not in at:
-                continue
-            for queue in self.topology.queues_on(address):
-                if queue.name not in self._auto:
-                    continue
-                saw = F.coalesce(
-                    self._created_by_then(F.col(self._since(queue.name))), F.lit(False)
-                )
-                would = F.coalesce(
-                    self._created_by_then(self._moment_literal(created, queue.name)), F.lit(False)
-                )
-                offered = (
-                    (F.col("address") == address)
-                    & F.col("to_queue").isNull()
-                    & ~F.col(_EXCLUSIVE)
-                    & self._offer(queue)
-                )
-                changes = offered & (saw != would)
-                differ = changes if differ is None else differ | changes
-        for address in self._no_route_dlas:
-            if at is not None and address not in at:
-                continue
-            bound = self._auto_bound(address, lambda q: F.col(self._since(q.name)))
-            final = self._auto_bound(address, lambda q: self._moment_literal(created, q.name))
-            if bound is None or final is None:
-                continue
-            # a row with no route goes to the dead-letter address only while unbound
-            changes = (F.col("address") == address) & self._meets_diverts & (bound != final)
-            differ = changes if differ is None else differ | changes
-        return differ
-
-    @staticmethod
-    def _moment_literal(created: Created, name: str) -> Column:
-        """When ``created`` says the auto-created queue ``name`` was created (null: not)."""
-        return F.lit(moment_of(created[name]) if name in created else None).cast("bigint")
-
-    def _multicast_offer(self, queue: Queue) -> Column:
-        """A row takes multicast ``queue`` if it exists: its routing type and filter allow it."""
-        return self._takes(MULTICAST) & matches(queue.filter)
-
-    def _offer(self, queue: Queue) -> Column:
-        """A row takes auto-created ``queue`` if it exists: a multicast one as
-        :meth:`_multicast_offer`, an address's (anycast, alone there) as its kind allows."""
-        if queue.routing_type == MULTICAST:
-            return self._multicast_offer(queue)
-        return self._takes(ANYCAST) & matches(queue.filter)
+        row can, as none is at an address with an auto-created queue."""
+        if not self.may_see_differently(decided.at):
+            return None
+        spark = decided.rows.sparkSession
+        would = self.table.frame(spark, final).select(
+            "address", *[F.col(f"_b{j}_since").alias(f"_would_{j}") for j in self._auto_slots]
+        )
+        rows = self._joined(decided.rows, self.table.frame(spark, decided.created)).join(
+            F.broadcast(would), "address", "left"
+        )
+        changes = []
+        for j in self._auto_slots:
+            kind = bindings.binding(j, "kind")
+            saw = F.coalesce(self._created_by_then(bindings.binding(j, "since")), F.lit(False))
+            then = F.coalesce(self._created_by_then(F.col(f"_would_{j}")), F.lit(False))
+            offered = (
+                (kind == MULTICAST_QUEUE) & self._takes(MULTICAST)
+                | (kind == ANYCAST_QUEUE) & self._takes(ANYCAST)
+            ) & bindings.matched(j)
+            changed = (
+                bindings.binding(j, "auto")
+                & F.col("to_queue").isNull()
+                & ~F.col(_EXCLUSIVE)
+                & offered
+                & (saw != then)
+            )
+            changes.append(F.coalesce(changed, F.lit(False)))
+        # a row with no route goes to the dead-letter address only while unbound
+        bound = self._auto_bound(lambda j: bindings.binding(j, "since"))
+        final_bound = self._auto_bound(lambda j: F.col(f"_would_{j}"))
+        changes.append(
+            F.col(bindings.NO_ROUTE_DLA).isNotNull() & self._meets_diverts & (bound != final_bound)
+        )
+        return rows.where(reduce(operator.or_, changes))
 
     @cached_property
     def address_queues(self) -> dict[str, str]:
@@ -509,17 +463,16 @@ class Router:
         for d in decided:
             if d.at is not None and d.at.isdisjoint(self.address_queues):
                 continue
-            creating = F.col(SESSION) & (F.col("routing_type") == F.lit(ANYCAST))
-            queue = literal_map(self.address_queues)[F.col("address")]
-            unbound = {
-                address: ~bound
-                for address in self.address_queues
-                if (bound := self._auto_bound(address, self._other_since(address))) is not None
-            }
-            if unbound:
-                creating = creating & case_of(F.col("address"), unbound, F.lit(True))
+            rows = self._joined(d.rows, self.table.frame(d.rows.sparkSession, d.created))
+            queue = F.col(bindings.CREATES)
+            creating = (
+                F.col(SESSION)
+                & (F.col("routing_type") == F.lit(ANYCAST))
+                & queue.isNotNull()
+                & ~self._auto_bound(lambda j: bindings.binding(j, "since"), other_than=queue)
+            )
             frames.append(
-                d.rows.where(creating & queue.isNotNull()).select(
+                rows.where(creating).select(
                     queue.alias("queue"), F.unix_micros("sent_at").alias("at"), F.col(RANK)
                 )
             )
@@ -529,79 +482,45 @@ class Router:
         first = found.groupBy("queue").agg(F.min(F.struct("at", RANK)).alias("first"))
         return [(r.queue, (r.first["at"], r.first[RANK])) for r in first.collect()]
 
-    def _other_since(self, address: str) -> Callable[[Queue], Column]:
-        """:meth:`_auto_bound`'s ``since`` for the auto-created queues of ``address`` other
-        than its own address queue (that one never binds it before it is created)."""
-        own = self.address_queues.get(address)
-
-        def since(queue: Queue) -> Column:
-            if queue.name == own:
-                return F.lit(None).cast("bigint")
-            return F.col(self._since(queue.name))
-
-        return since
-
     @staticmethod
     def _created_by_then(since: Column) -> Column:
         """An auto-created queue created at moment ``since`` exists for the row (null: not
         created)."""
         return moment(F.col("sent_at"), F.col(RANK)) >= since
 
-    def _since(self, queue: str) -> str:
-        """The column holding the moment auto-created ``queue`` was created (null: not yet)."""
-        return f"_since_{self._auto[queue]}"
-
-    def _creation_times(self, created: Created) -> dict[str, Column]:
-        """The :meth:`_since` columns. Literals: they change only when a queue is created, a
-        few times in a job's life, so the plans stay the same batch after batch."""
-        return {self._since(name): self._moment_literal(created, name) for name in self._auto}
-
     @cached_property
     def _turn_requests(self) -> Column:
-        """Per row, the turns it takes: array of (group, mask)."""
-        by_address: dict[str, list[tuple[Column, Column]]] = {}
-        for group in self.groups:
-            # every row takes an anycast turn, whatever its routing type (SPEC §5.2 step 2)
-            cond = F.lit(True)
-            mask = F.array(*[matches(f) for f in group.filters])
-            request = F.struct(F.lit(group.key).alias("group"), mask.alias("mask"))
-            by_address.setdefault(group.address, []).append((cond, request))
+        """Per row, the turns it takes: array of (group, mask), a mask of the filters of
+        the group's members (every row takes an anycast turn, whatever its routing type:
+        SPEC §5.2 step 2)."""
+        found = F.array(*[bindings.matched(j) for j in range(self.layout.width)])
+        requests = []
+        for s in range(self.layout.group_width):
+            members = [
+                F.get(found, bindings.group(s, f"member{i}"))
+                for i in range(self.layout.members_width)
+            ]
+            mask = F.slice(F.array(*members), F.lit(1), bindings.group(s, "width"))
+            key = bindings.group(s, "key")
+            requests.append((key.isNotNull(), F.struct(key.alias("group"), mask.alias("mask"))))
         kind = "struct<group:string,mask:array<boolean>>"
         empty = empty_array(kind)
-        requests = {a: chosen_values(c, kind) for a, c in by_address.items()}
         return F.when(F.col("to_queue").isNotNull() | F.col(_EXCLUSIVE), empty).otherwise(
-            case_of(F.col("address"), requests, empty)
+            chosen_values(requests, kind)
         )
 
     @cached_property
     def _no_route_dla(self) -> Column:
         """Dead-letter address of rows with no route, where send-to-dla-on-no-route applies:
-        the address has no binding at all when the row enters it."""
-        dlas = {}
-        for address, dla in self._no_route_dlas.items():
-            bound = self._auto_bound(address, lambda q: F.col(self._since(q.name)))
-            unbound = F.lit(True) if bound is None else ~bound
-            refused = self._refused(address)
-            if refused is not None:
-                unbound = unbound & ~refused
-            dlas[address] = F.when(unbound, F.lit(dla))
-        return case_of(F.col("address"), dlas, F.lit(None).cast("string"))
-
-    def _refused(self, address: str) -> Column | None:
-        """A producer's row at ``address`` (no queue bound) that Artemis refuses to route
-        (None: none is): the address is not declared and may not be created, or the row is
-        ANYCAST and no queue may be created for it (``checkAutoCreate`` is NOT_FOUND, the
-        producer gets an error and no dead-letter address is tried)."""
-        settings = self.topology.settings(address)
-        no_address = address not in self.topology.config.addresses
-        refused = []
-        if no_address and not settings.auto_create_addresses:
-            refused.append(F.lit(True))
-        if not settings.auto_create_queues:
-            refused.append(F.col("routing_type") == F.lit(ANYCAST))
-        if not refused:
-            return None
-        return F.col(SESSION) & F.coalesce(reduce(operator.or_, refused), F.lit(False))
+        the address has no binding at all when the row enters it, and a producer's row
+        there is not refused (``checkAutoCreate`` is NOT_FOUND: the producer gets an error
+        and no dead-letter address is tried)."""
+        bound = self._auto_bound(lambda j: bindings.binding(j, "since"))
+        refuses = F.col(bindings.REFUSES_ALL) | (
+            F.col(bindings.REFUSES_ANYCAST) & (F.col("routing_type") == F.lit(ANYCAST))
+        )
+        refused = F.col(SESSION) & F.coalesce(refuses, F.lit(False))
+        return F.when(~bound & ~refused, F.col(bindings.NO_ROUTE_DLA))
 
     @cached_property
     def _sources(self) -> Column:
@@ -609,7 +528,21 @@ class Router:
 
     @cached_property
     def _expiration(self) -> Column:
-        return expiration_by_address(self.addresses, self.topology.settings)
+        return expiration_entering(
+            F.col(bindings.NO_EXPIRY),
+            F.col(bindings.EXPIRY_DELAY),
+            F.col(bindings.MIN_EXPIRY_DELAY),
+            F.col(bindings.MAX_EXPIRY_DELAY),
+        )
+
+    def _joined(self, rows: DataFrame, table: DataFrame) -> DataFrame:
+        """``rows`` with their address's row of the binding table (a copy made by the
+        previous pass takes its table, ``_source``, from there)."""
+        joined = rows.join(F.broadcast(table), "address", "left")
+        return joined.withColumn(SOURCE, F.coalesce(F.col(SOURCE), F.col(bindings.SOURCE)))
+
+    def _without_table(self, rows: DataFrame) -> DataFrame:
+        return rows.drop(*[c for c in self.table.schema.names if c != "address"])
 
     def source_of(self, address: Column) -> Column:
         """The table (``addresses/<dir>``) of a copy's address: copies only go to known addresses."""
@@ -660,14 +593,15 @@ class Router:
         if at is not None and not at:
             return result  # no row to route
         current = rows
-        since = self._creation_times(created or {})
+        created = dict(created or {})
+        table = self.table.frame(rows.sparkSession, created)
         if RANK not in current.columns:
             current = current.withColumn(RANK, F.lit(MESSAGE_RANK))
         number = 0
         while True:
             for _ in range(CHUNK if self.passes is None else self.passes):
                 cuts = not fresh or number >= MAX_HOPS
-                made = self._pass(current, result, scratch, number, at, since, cuts=cuts)
+                made = self._pass(current, result, scratch, number, at, table, created, cuts=cuts)
                 if made is None:
                     return result  # no row of this pass can make a copy
                 current = made
@@ -686,8 +620,9 @@ class Router:
         result: Routed,
         scratch: Scratch,
         number: int,
-        at: frozenset[str] | None = None,
-        since: Mapping[str, Column] | None = None,
+        at: frozenset[str] | None,
+        table: DataFrame,
+        created: Created,
         *,
         cuts: bool = True,
     ) -> DataFrame | None:
@@ -699,8 +634,8 @@ class Router:
         ``at``: the addresses the rows can be at (None: any), so a pass of copies at
         addresses without turn groups skips the turns, and a pass at addresses without
         diverts or a no-route dead-letter address plans no copies (the last pass of a copy
-        graph without cycles). ``since``: the columns saying when each auto-created queue
-        was created (:meth:`_creation_times`). ``cuts``: a row may have made
+        graph without cycles). ``table``: the binding table (:mod:`routing.plan.bindings`),
+        the auto-created queues created as ``created`` says. ``cuts``: a row may have made
         :data:`MAX_HOPS` divert hops already (False: none has, :meth:`route`'s ``fresh``).
 
         A pass's copies are computed by the next pass's first checkpoint, not by one of
@@ -709,22 +644,29 @@ class Router:
         copies = number > 0
         entered = {_MADE_EXPIRATION: F.col("expiration")} if copies else {}
         # one projection: each column computed from the rows as they came
-        entered |= {"expiration": self._expiration, **(since or {})}
-        rows = rows.withColumns(entered).withColumn(_EXCLUSIVE, self._exclusive)
+        entered |= {"expiration": self._expiration}
+        rows = (
+            self._joined(rows, table)
+            .withColumns(entered)
+            .withColumns(self._matched)
+            .withColumn(_EXCLUSIVE, self._exclusive)
+        )
         kept = None  # the rows computed before the turns, which read them too
         turn_groups = frozenset(g.key for g in self.groups if at is None or g.address in at)
         if turn_groups:
             result.turn_groups.append(turn_groups)
+            rows = self._without_table(rows.withColumn("_requests", self._turn_requests))
             if copies:  # computed once, not by the turns and again by the decisions
                 rows = kept = scratch.keep(rows)
-            rows = self._with_turns(rows, result, scratch)
+            rows = self._joined(self._with_turns(rows, result, scratch), table)
         else:
             rows = rows.withColumns({c: F.lit(None).cast("int") for c in self._turn_columns})
-        decided = scratch.keep(rows.withColumns({_FIRED: self._fired, _QUEUES: self._queues}))
+        decisions = {_FIRED: self._fired, _QUEUES: self._queues, _DLA: self._no_route_dla}
+        decided = scratch.keep(self._without_table(rows.withColumns(decisions)))
         if copies:
             result.copies.append((decided if kept is None else kept).select(*self._made))
-        if since:
-            result.decided.append(Decided(decided, at))
+        if self.topology.auto_queues:
+            result.decided.append(Decided(decided, at, created))
 
         entries = (
             decided.where(F.size(_QUEUES) > 0)
@@ -755,7 +697,7 @@ class Router:
             & ~F.col(_EXCLUSIVE)
             & (F.size(_FIRED) == 0)
             & (F.size(_QUEUES) == 0)
-        ).withColumn(_DLA, self._no_route_dla)
+        )
         if self._may_copy(at, self._no_route_dlas):
             to_dla = no_route.where(F.col(_DLA).isNotNull() & ~F.col(DLA_HINT))
             dla_copies = to_dla.transform(self._dead_letter_copies).withColumns(
@@ -769,7 +711,8 @@ class Router:
 
         if not made:
             return None
-        return union_of(made).withColumn(SOURCE, self.source_of(F.col("address")))
+        # their table is their address's, which the next pass joins
+        return union_of(made).withColumn(SOURCE, F.lit(None).cast("string"))
 
     @staticmethod
     def _may_copy(at: frozenset[str] | None, sources: Collection[str]) -> bool:
@@ -886,7 +829,6 @@ class Router:
         )
 
     def _with_turns(self, rows: DataFrame, result: Routed, scratch: Scratch) -> DataFrame:
-        rows = rows.withColumn("_requests", self._turn_requests)
         requests = (
             rows.where(F.size("_requests") > 0)
             .select("sent_at", "message_id", F.explode("_requests").alias("_r"))
