@@ -39,6 +39,7 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from itertools import groupby
+from pathlib import PurePath
 from typing import ClassVar
 
 import pyarrow as pa
@@ -55,7 +56,7 @@ from pyspark.sql.streaming.datasource import (
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
-from pyspark.sql.types import StructType
+from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from routing.broker import layout
 from routing.io import lake
@@ -70,8 +71,16 @@ from routing.io.delta_tables import (
     unreadable_commit,
 )
 from routing.io.jvm import jvm_class
-from routing.plan._columns import literal_map, local_frame, union_of
-from routing.plan.normalise import EVENT, POSITION, kind_of, normalise
+from routing.plan._columns import local_frame, union_of
+from routing.plan.normalise import (
+    EVENT,
+    KINDS,
+    POSITION,
+    TABLE,
+    TABLE_ADDRESS,
+    kind_name,
+    normalise_tables,
+)
 
 UNBOUNDED = 1 << 62
 """``until`` of an offset with no time bound (µs; far beyond any real time)."""
@@ -95,7 +104,7 @@ def input_sources(root: lake.Lake) -> list[str]:
 def check_table(root: lake.Lake, source: str, schema: pa.Schema | None = None) -> None:
     """Raise :class:`LakeError` if the table ``source`` (its ``schema``, when known)
     lacks a required column."""
-    kind = kind_of(source)
+    kind = KINDS[kind_name(source)]
     if schema is None:
         try:
             schema = arrow_schema(root.table(source))
@@ -191,45 +200,79 @@ def batch_as_of(slices: Sequence[Row], as_of: int | None) -> int | None:
     return as_of if as_of is None or cut >= UNBOUNDED else min(as_of, cut)
 
 
-def _time(source: str) -> str:
-    return kind_of(source).time_column
+_SLICE_KEY = ("_parent", "_file_name")
+"""What joins a row read to its slice: its file's folder and name (a table's files are
+named uniquely; two tables' files in one read are told apart by their folders)."""
+_AFTER, _UPTO = "_after", "_upto"
+
+_SLICE_COLUMNS = StructType(
+    [
+        StructField("_parent", StringType()),
+        StructField("_file_name", StringType()),
+        StructField(TABLE, StringType()),
+        StructField(TABLE_ADDRESS, StringType()),
+        StructField(POSITION["version"], LongType()),
+        StructField(POSITION["file"], StringType()),
+        StructField(_AFTER, LongType()),
+        StructField(_UPTO, LongType()),
+    ]
+)
 
 
 def read_events(spark: SparkSession, slices: Sequence[Row]) -> DataFrame:
     """The input rows of a batch's slices as :data:`EVENT` rows, read by Spark's Parquet
-    reader (one read per table and time range) and normalised to the SPEC types.
+    reader and normalised to the SPEC types.
+
+    One read for the tables of a kind that share a schema (every address table, usually):
+    each row finds its table, position and event-time range by joining its file to the
+    slices (broadcast), so the plan is the same for one address table or thousands.
 
     Example::
 
         events = read_events(spark, batch.collect())  # in foreachBatch
     """
     frames = []
-    ordered = sorted(slices, key=lambda s: (s.source, s.after is not None))
-    for (source, _), group in groupby(ordered, key=lambda s: (s.source, s.after is not None)):
+    ordered = sorted(slices, key=lambda s: (kind_name(s.source), s.schema))
+    for (kind, schema), group in groupby(ordered, key=lambda s: (kind_name(s.source), s.schema)):
         pieces = list(group)
-        first = pieces[0]
-        names = {p.location.rsplit("/", 1)[-1]: p for p in pieces}
-        name = F.col("_metadata.file_name")
+        found = local_frame(
+            spark,
+            [
+                (
+                    PurePath(p.location).parent.name,
+                    PurePath(p.location).name,
+                    p.source,
+                    layout.address_of_source(p.source),
+                    p.version,
+                    p.file,
+                    p.after,
+                    p.upto,
+                )
+                for p in pieces
+            ],
+            _SLICE_COLUMNS,
+        )
+        path = F.col("_metadata.file_path")
         rows = (
-            spark.read.schema(StructType.fromJson(json.loads(first.schema)))
+            spark.read.schema(StructType.fromJson(json.loads(schema)))
             .parquet(*[p.location for p in pieces])
             .withColumns(
                 {
-                    POSITION["version"]: literal_map(
-                        {n: p.version for n, p in names.items()}, "long"
-                    )[name],
-                    POSITION["file"]: literal_map({n: p.file for n, p in names.items()})[name],
+                    "_parent": F.url_decode(F.regexp_extract(path, r"([^/]+)/[^/]+$", 1)),
+                    "_file_name": F.col("_metadata.file_name"),
                     POSITION["row"]: F.col("_metadata.row_index"),
                 }
             )
+            .join(F.broadcast(found), list(_SLICE_KEY))
         )
-        events = normalise(rows, source)
-        time = F.unix_micros(F.col(_time(source)))
-        if first.after is None:
-            keep = time.isNull() | (time <= F.lit(first.upto))
-        else:
-            keep = (time > F.lit(first.after)) & (time <= F.lit(first.upto))
-        frames.append(events.where(keep))
+        events = normalise_tables(rows, kind, keep=(_AFTER, _UPTO))
+        time = F.unix_micros(F.col(KINDS[kind].time_column))
+        after = F.col(_AFTER)
+        # a file read for the first time (no ``after``) gives its rows without a time too
+        keep = F.when(after.isNull(), time.isNull() | (time <= F.col(_UPTO))).otherwise(
+            (time > after) & (time <= F.col(_UPTO))
+        )
+        frames.append(events.where(keep).drop(_AFTER, _UPTO))
     if not frames:
         return local_frame(spark, [], from_arrow_schema(EVENT))
     return union_of(frames)
@@ -269,7 +312,9 @@ class LakeEventsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _log(self, source: str) -> TableFiles:
         if source not in self._logs:
-            self._logs[source] = TableFiles(self.lake.table(source), _time(source), self._tables)
+            self._logs[source] = TableFiles(
+                self.lake.table(source), KINDS[kind_name(source)].time_column, self._tables
+            )
         return self._logs[source]
 
     def _schema(self, source: str, version: int) -> str:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
 
@@ -99,10 +100,6 @@ KINDS = {
 }
 
 
-def kind_of(source: str) -> TableKind:
-    return KINDS[layout.ADDRESSES if layout.is_address_source(source) else source]
-
-
 EVENT_SCHEMA: StructType = from_arrow_schema(EVENT)
 """The Spark schema of what :func:`normalise` returns."""
 
@@ -162,23 +159,44 @@ def normalise(rows: DataFrame, source: str) -> DataFrame:
             f"rows lack the reader's column(s) {', '.join(missing)}; expected "
             f"{', '.join(POSITION.values())} beside the table's own columns"
         )
-    first, then = _projections(source, rows.schema)
-    events = rows.select(*first)
-    return events if then is None else events.select(*then)
+    table = {TABLE: F.lit(source), TABLE_ADDRESS: F.lit(layout.address_of_source(source))}
+    return normalise_tables(rows.withColumns(table), kind_name(source))
 
 
-@lru_cache(maxsize=256)
+TABLE, TABLE_ADDRESS = "_table", "_table_address"
+"""The reader's columns naming each row's table (``source``) and the address whose table
+that is (null: a folder that is no address's ``dir``), for :func:`normalise_tables`."""
+
+
+def kind_name(source: str) -> str:
+    """The kind of input table ``source`` is: ``addresses``, ``deliveries`` or ``management``."""
+    return layout.ADDRESSES if layout.is_address_source(source) else source
+
+
+def normalise_tables(rows: DataFrame, kind: str, keep: Sequence[str] = ()) -> DataFrame:
+    """:func:`normalise` of rows of several tables of one ``kind`` read together, each row
+    naming its table in :data:`TABLE` and :data:`TABLE_ADDRESS`: one projection, whatever
+    the number of tables. ``keep``: columns of ``rows`` carried beside the EVENT columns."""
+    first, then = _projections(kind, rows.schema)
+    carried = [F.col(c) for c in keep]
+    events = rows.select(*first, *carried)
+    return events if then is None else events.select(*then, *carried)
+
+
+@lru_cache(maxsize=64)
 def _projections(
-    source: str, schema: StructType
+    kind_key: str, schema: StructType
 ) -> tuple[tuple[Column, ...], tuple[Column, ...] | None]:
-    """The projections :func:`normalise` makes of rows of ``source`` read with ``schema``:
-    the EVENT columns, and a second step when a row can fail (None otherwise).
+    """The projections :func:`normalise_tables` makes of rows of tables of ``kind_key``
+    read with ``schema``: the EVENT columns, and a second step when a row can fail (None
+    otherwise).
 
-    Built once per table and schema: a job reads the same tables batch after batch, and
-    building a table's Columns is hundreds of py4j calls (about 1,900 of a ten-message
+    Built once per kind and schema: a job reads the same tables batch after batch, and
+    building their Columns is hundreds of py4j calls (about 1,900 of a ten-message
     batch's). A Column is an expression of the gateway's one JVM, not of a session.
     """
-    kind = kind_of(source)
+    kind = KINDS[kind_key]
+    source = F.col(TABLE)
     present = {f.name: f.dataType for f in schema.fields}
     values: dict[str, Column] = {}
     reasons: list[Column] = []
@@ -192,16 +210,16 @@ def _projections(
         values[target.name] = value
         if reason is not None:
             reasons.append(reason)
-    if layout.is_address_source(source):
+    if kind_key == layout.ADDRESSES:
         if "property_types" in present:
             reasons.append(untyped_property(values["properties"], values["property_types"]))
-        reasons.append(misplaced(values["address"], source))
+        reasons.append(misplaced(values["address"], source, F.col(TABLE_ADDRESS)))
 
     kept = sorted(name for name in kind.schema.names if name in present)
     columns = []
     for field in EVENT_SCHEMA.fields:
         if field.name == "source":
-            column = F.lit(source)
+            column = source
         elif field.name in POSITION:
             column = F.col(POSITION[field.name])
         elif field.name in values:
@@ -351,19 +369,19 @@ def untyped_property(properties: Column, types: Column) -> Column:
     )
 
 
-def misplaced(address: Column, source: str) -> Column:
+def misplaced(address: Column, source: Column, expected: Column) -> Column:
     """Why a row of the address table ``source`` names another address (null if it
     does not): a row belongs in the table of the address it names (SPEC §3 dir).
 
-    A folder that is no address's ``dir`` (made by hand) holds no row of any address.
+    ``expected``: the address whose table ``source`` is; null for a folder that is no
+    address's ``dir`` (made by hand), which holds no row of any address.
     """
-    expected = layout.address_of_source(source)
-    wrong = address.isNotNull() & (address != F.lit(""))
-    if expected is not None:
-        wrong = wrong & (address != F.lit(expected))
+    wrong = (
+        address.isNotNull() & (address != F.lit("")) & (expected.isNull() | (address != expected))
+    )
     return F.when(
         wrong,
-        F.concat(F.lit("address "), py_repr(address), F.lit(f" does not belong in table {source}")),
+        F.concat(F.lit("address "), py_repr(address), F.lit(" does not belong in table "), source),
     )
 
 
