@@ -4,6 +4,14 @@ addresses share it."""
 
 from __future__ import annotations
 
+import io
+from datetime import UTC, datetime
+
+import pyarrow as pa
+from deltalake import write_deltalake
+from pyspark.sql import functions as F
+
+from jobs import route
 from routing.broker.bindings import (
     ANYCAST_QUEUE,
     EXCLUSIVE_DIVERT,
@@ -11,7 +19,11 @@ from routing.broker.bindings import (
     NON_EXCLUSIVE_DIVERT,
     BindingLayout,
 )
-from tests.test_routing_rules import topology_of
+from routing.broker.layout import address_source
+from routing.io.lake import Lake
+from routing.plan.bindings import source_of
+from tests.lakeio import rows
+from tests.test_routing_rules import broker, topology_of
 
 ORDERS = """
 <addresses>
@@ -75,3 +87,32 @@ def test_a_filter_shared_by_bindings_is_one_filter_however_many_addresses():
     assert layout.filters == ("amount > 5", "kind = 'x'")
     assert layout.width == 2  # a divert and a queue, whatever the number of addresses
     assert layout.filters_at(0) == [0] and layout.filters_at(1) == [1]
+
+
+def test_a_copy_s_table_is_the_folder_its_address_names(spark):
+    """The table of an address computed in Spark is the folder ``dir(address)`` names
+    (SPEC §3): every byte but ``A-Z a-z 0-9 . _ -`` escaped, a leading ``.`` too."""
+    names = ["orders", "a/b", ".hidden", "..", "zürich", "注文", "a b*c+d~e=f%g", "x.y_z-1"]
+    frame = spark.createDataFrame([(n,) for n in names], "address string")
+    found = [r.source for r in frame.select(source_of(F.col("address")).alias("source")).collect()]
+    assert found == [address_source(n) for n in names]
+
+
+def test_a_broker_of_fifty_thousand_addresses_routes_its_messages(spark, tmp_path):
+    """The plan does not grow with the broker: 50,000 addresses, each with its queue, plan
+    as a few do (it once planned for minutes and ran out of memory)."""
+    addresses = "".join(
+        f'<address name="a{i}"><anycast><queue name="q{i}"/></anycast></address>'
+        for i in range(50_000)
+    )
+    conf = tmp_path / "broker.xml"
+    conf.write_text(broker(f"<addresses>{addresses}</addresses>"), encoding="utf-8")
+    lake = Lake.at(tmp_path / "lake")
+    for message_id, address in ((1, "a7"), (2, "a49999")):
+        sent = pa.array([datetime(2026, 1, 1, tzinfo=UTC)], pa.timestamp("us", tz="UTC"))
+        table = pa.table({"message_id": [message_id], "address": [address], "sent_at": sent})
+        write_deltalake(lake.table(address_source(address)), table)
+    argv = ["--conf", str(conf), "--lake", lake.root, "--available-now"]
+    assert route.main(argv, spark=spark, out=io.StringIO()) == 0
+    queued = sorted((r["queue"], r["message_id"], r["status"]) for r in rows(lake.queue_messages))
+    assert queued == [("q49999", 2, "PENDING"), ("q7", 1, "PENDING")]

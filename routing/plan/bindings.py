@@ -37,7 +37,7 @@ from pyspark.sql.types import (
 )
 
 from routing.broker.bindings import BindingLayout
-from routing.broker.layout import address_source
+from routing.broker.layout import ADDRESSES, address_source
 from routing.broker.topology import ADDRESS, Created
 from routing.plan._columns import local_frame
 from routing.plan.filters import matches
@@ -57,6 +57,21 @@ DIVERT_TYPE = StructType(
         StructField("forwarding", ArrayType(StringType())),
     ]
 )
+
+
+def source_of(address: Column) -> Column:
+    """The table (``addresses/<dir>``) of the address in ``address``, computed per row:
+    :func:`routing.broker.layout.address_dir` as Spark expressions (a map of every
+    address would be a literal as large as the broker, searched row by row).
+
+    ``url_encode`` keeps the bytes ``dir`` keeps and writes the others ``%XX``, but for
+    ``*`` (kept) and the space (``+``): both are written as ``dir`` writes them, and a
+    leading ``.`` as ``=2E``.
+    """
+    encoded = F.replace(F.url_encode(address), F.lit("%"), F.lit("="))
+    encoded = F.replace(F.replace(encoded, F.lit("*"), F.lit("=2A")), F.lit("+"), F.lit("=20"))
+    encoded = F.regexp_replace(encoded, r"^\.", "=2E")
+    return F.concat(F.lit(f"{ADDRESSES}/"), encoded)
 
 
 def binding(slot: int, part: str) -> Column:

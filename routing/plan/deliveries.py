@@ -40,7 +40,7 @@ from pyspark.sql import functions as F
 from routing.broker.ids import DEAD_LETTER, EXPIRY, MOVE, RETRY
 from routing.broker.layout import DELIVERIES
 from routing.plan import journal, schemas, sequences
-from routing.plan._columns import literal_map
+from routing.plan._columns import is_in, literal_map
 from routing.plan.breadcrumbs import ORIG_ADDRESS, ORIG_QUEUE
 from routing.plan.copies import make_copies
 from routing.plan.facts import moment
@@ -150,7 +150,7 @@ def retry_queue(queue_addresses: Mapping[str, str]) -> Column:
     routes to the queue's id only for a queue binding whose name is not the address's).
     A queue of another address takes nothing there (routing: no route)."""
     name = F.col(RETRY_QUEUE)
-    is_queue = name.isin(*sorted(queue_addresses)) if queue_addresses else F.lit(False)
+    is_queue = is_in(name, queue_addresses)
     return F.when(is_queue & (name != F.col(RETRY_ADDRESS)), name)
 
 
@@ -176,7 +176,7 @@ def fold(
     known = F.col("routed_at").isNotNull()
     is_op = F.col(KIND) == MANAGEMENT_KIND
     if retry_target_bound is None:
-        retry_target_bound = F.col(RETRY_QUEUE).isin(*sorted(queue_addresses))
+        retry_target_bound = is_in(F.col(RETRY_QUEUE), queue_addresses)
     valid = ~is_op | (F.col("op") != OP_RETRY) | retry_target_ok(retry_target_bound)
     early = F.col("at") < F.col("routed_at")
     quietly = F.col(BY_FILTER) | (F.col(KIND) == EXPIRE_KIND)

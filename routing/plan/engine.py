@@ -41,7 +41,7 @@ from routing.broker.layout import MANAGEMENT
 from routing.broker.state import JobState
 from routing.broker.topology import MESSAGE_RANK, Created, Topology
 from routing.plan import schemas
-from routing.plan._columns import literal_map, local_frame, union_all, union_of
+from routing.plan._columns import is_in, literal_map, local_frame, union_all, union_of
 from routing.plan.batch import BatchResult, batch_value, batch_values
 from routing.plan.breadcrumbs import ORIG_ADDRESS
 from routing.plan.deliveries import (
@@ -258,7 +258,7 @@ def retry_bound(topology: Topology, created: Created) -> Column:
     name = F.col(RETRY_QUEUE)
     bound = exists_at(topology, name, F.col("at"), MANAGEMENT_KIND, created)
     diverts = sorted(d.name for d in topology.config.diverts)
-    return bound | name.isin(*diverts) if diverts else bound
+    return bound | is_in(name, diverts) if diverts else bound
 
 
 def created_queue(topology: Topology) -> Column:

@@ -17,7 +17,7 @@ from pyspark.sql.types import (
 )
 
 from routing.broker.topology import RANKS, Created, Topology, moment_of
-from routing.plan._columns import literal_map, local_frame
+from routing.plan._columns import is_in, literal_map, local_frame
 
 __all__ = ["QUEUE_FACTS", "bound_since", "exists_at", "moment", "queue_facts"]
 
@@ -34,7 +34,7 @@ def exists_at(
     """The queue ``name`` exists for an event of ``rank`` at ``at``: declared, or
     auto-created by then."""
     declared = sorted(q.name for q in topology.queues.values() if q.auto_created is None)
-    exists = name.isin(*declared) if declared else F.lit(False)
+    exists = is_in(name, declared)
     made = {q.name: moment_of(created[q.name]) for q in topology.auto_queues if q.name in created}
     if made:
         since = literal_map(made, "bigint")[name]

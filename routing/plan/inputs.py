@@ -20,7 +20,13 @@ from routing.broker.ids import COPY_ID_BASE, DEAD_LETTER
 from routing.broker.layout import ADDRESSES, DELIVERIES, MANAGEMENT
 from routing.broker.topology import MESSAGE_RANK
 from routing.plan import journal, schemas
-from routing.plan._columns import broadcasts_by_size, literal_map, local_frame, union_of
+from routing.plan._columns import (
+    broadcasts_by_size,
+    is_in,
+    literal_map,
+    local_frame,
+    union_of,
+)
 from routing.plan.breadcrumbs import ORIG_MESSAGE_ID, ORIG_QUEUE
 from routing.plan.deliveries import (
     BY_FILTER,
@@ -135,7 +141,7 @@ def classify(
     if exists is None:
 
         def exists(name: Column, _at: Column, _rank: Column) -> Column:
-            return name.isin(*known)
+            return is_in(name, known)
 
     is_message = is_message_row()
     classified = (

@@ -58,7 +58,6 @@ from routing.broker.bindings import (
 )
 from routing.broker.config import ANYCAST, MULTICAST
 from routing.broker.ids import DEAD_LETTER, DIVERT, EXPIRY, MOVE, RETRY
-from routing.broker.layout import address_source
 from routing.broker.topology import ADDRESS, MESSAGE_RANK, Created, Topology
 from routing.plan import bindings, journal, schemas
 from routing.plan._columns import (
@@ -523,10 +522,6 @@ class Router:
         return F.when(~bound & ~refused, F.col(bindings.NO_ROUTE_DLA))
 
     @cached_property
-    def _sources(self) -> Column:
-        return literal_map({a: address_source(a) for a in self.addresses})
-
-    @cached_property
     def _expiration(self) -> Column:
         return expiration_entering(
             F.col(bindings.NO_EXPIRY),
@@ -544,9 +539,10 @@ class Router:
     def _without_table(self, rows: DataFrame) -> DataFrame:
         return rows.drop(*[c for c in self.table.schema.names if c != "address"])
 
-    def source_of(self, address: Column) -> Column:
-        """The table (``addresses/<dir>``) of a copy's address: copies only go to known addresses."""
-        return self._sources[address]
+    @staticmethod
+    def source_of(address: Column) -> Column:
+        """The table (``addresses/<dir>``) of a copy's address."""
+        return bindings.source_of(address)
 
     # ---- passes -------------------------------------------------------------------------
 
