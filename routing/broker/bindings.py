@@ -21,12 +21,12 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 
 from routing.broker.config import ANYCAST, MULTICAST, DivertConfig
-from routing.broker.topology import Created, Topology, moment_of
+from routing.broker.topology import Created, Queue, Topology, moment_of
 
 EXCLUSIVE_DIVERT, NON_EXCLUSIVE_DIVERT, MULTICAST_QUEUE, ANYCAST_QUEUE = "X", "D", "M", "A"
 """The kinds of binding a slot holds."""
@@ -77,31 +77,22 @@ def turn_groups(topology: Topology) -> list[TurnGroup]:
     for address in topology.routed_addresses:
         anycast = [q for q in topology.queues_on(address) if q.routing_type == ANYCAST]
         if len(anycast) >= 2:
-            groups.append(
-                TurnGroup(
-                    f"anycast:{address}",
-                    address,
-                    tuple(q.name for q in anycast),
-                    tuple(q.filter for q in anycast),
-                    True,
-                )
-            )
+            groups.append(_group(f"anycast:{address}", address, anycast, anycast=True))
         named: dict[str, list[DivertConfig]] = {}
         for divert in topology.diverts_on(address):
             if not divert.exclusive and divert.routing_name is not None:
                 named.setdefault(divert.routing_name, []).append(divert)
         for name, diverts in named.items():
             if len(diverts) >= 2:
-                groups.append(
-                    TurnGroup(
-                        f"divert:{address}:{name}",
-                        address,
-                        tuple(d.name for d in diverts),
-                        tuple(d.filter for d in diverts),
-                        False,
-                    )
-                )
+                groups.append(_group(f"divert:{address}:{name}", address, diverts, anycast=False))
     return groups
+
+
+def _group(
+    key: str, address: str, members: Sequence[Queue | DivertConfig], *, anycast: bool
+) -> TurnGroup:
+    names = tuple(m.name for m in members)
+    return TurnGroup(key, address, names, tuple(m.filter for m in members), anycast)
 
 
 class BindingLayout:

@@ -24,6 +24,8 @@ Columns (``j`` a binding slot, ``s`` a group slot, ``i`` a member):
 
 from __future__ import annotations
 
+from functools import cached_property
+
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -96,7 +98,7 @@ class BindingTable:
         self.layout = layout
         self._frames: dict[tuple[object, ...], DataFrame] = {}
 
-    @property
+    @cached_property
     def schema(self) -> StructType:
         fields = [
             StructField("address", StringType()),
