@@ -41,7 +41,6 @@ session creates nothing, and with the settings false the row has no route.
 from __future__ import annotations
 
 import operator
-from collections import Counter
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property, reduce
@@ -160,12 +159,11 @@ class Router:
         """Each turn group's slot: its index among the groups of its address. A row is at
         one address and takes at most one turn a group, so its turns fit in the columns
         :attr:`_turn_columns` (one per slot), not a map by group."""
-        taken: Counter[str] = Counter()
-        slots = {}
-        for group in self.groups:
-            slots[group.key] = taken[group.address]
-            taken[group.address] += 1
-        return slots
+        return {
+            g.group.key: s
+            for groups in self.layout.group_slots.values()
+            for s, g in enumerate(groups)
+        }
 
     @cached_property
     def _turn_columns(self) -> list[str]:
