@@ -145,7 +145,7 @@ public final class AppTransactionAppend {
    * Whether a commit after {@code checked} and up to {@code upTo} carries the app transaction
    * {@code appId} at {@code txnVersion} or later: read from those commits' files.
    */
-  private static boolean committedSince(
+  static boolean committedSince(
       DeltaLog log, String appId, long txnVersion, long checked, long upTo) {
     if (upTo <= checked) {
       return false;
@@ -176,7 +176,7 @@ public final class AppTransactionAppend {
    * for usage statistics alone; Delta takes them as free where a checkpoint will build that
    * state anyway). Unregistering the hook alone left the reconstruction in the commit.
    */
-  private static final class CheckpointDeferred extends OptimisticTransaction {
+  static final class CheckpointDeferred extends OptimisticTransaction {
     CheckpointDeferred(DeltaLog log) {
       super(log, Option.empty(), Option.<Snapshot>empty());
     }
