@@ -16,7 +16,7 @@ from routing.io import storage
 from routing.io.delta_tables import commit_file, transaction_version
 from routing.io.jvm import jvm_class
 from routing.io.lake import Lake
-from routing.io.storage import NOT_STAGED, SKIPPED, STAGED_APPENDS, TABLE, append_tables
+from routing.io.storage import SKIPPED, STAGED_APPENDS, TABLE, append_tables
 from routing.plan import schemas
 from routing.plan._columns import local_frame
 from tests.lakeio import append, at
@@ -64,8 +64,8 @@ def commit_actions(location: str, version: int) -> dict[str, list[dict]]:
 
 
 def test_staged_copies_are_the_tables_own_appends(spark, tmp_path, monkeypatch):
-    """Three batches to four address tables, staged and table by table: the same rows,
-    commits of the same kind (the batch's app transaction, a blind append, statistics on
+    """Three batches to four address tables, staged and table by table: the same rows, the
+    same table properties, commits of the same kind (the batch's app transaction, a blind append, statistics on
     the ids and times), nothing left in the staging folder."""
     staged, plain = Lake.at(tmp_path / "staged"), Lake.at(tmp_path / "plain")
     write(spark, staged, range(3), staged=True, monkeypatch=monkeypatch)
@@ -75,7 +75,11 @@ def test_staged_copies_are_the_tables_own_appends(spark, tmp_path, monkeypatch):
         assert_df_equality(table(spark, staged, address), table(spark, plain, address))
         location, reference = staged.address_table(address), plain.address_table(address)
         assert transaction_version(location, APP) == 2
-        for version in (1, 2):  # the appends to a table that is there
+        made, plainly_made = DeltaTable(location), DeltaTable(reference)
+        assert made.metadata().configuration == plainly_made.metadata().configuration
+        assert made.protocol() == plainly_made.protocol()
+        assert made.schema() == plainly_made.schema()
+        for version in (0, 1, 2):  # the append that creates the table, then two to it
             ours, theirs = commit_actions(location, version), commit_actions(reference, version)
             assert [(t["appId"], t["version"]) for t in ours["txn"]] == [(APP, version)]
             for key in ("operation", "operationParameters", "isBlindAppend"):
@@ -133,22 +137,3 @@ def test_a_staged_batch_written_again_writes_nothing_twice(spark, tmp_path, monk
     staged.close(spark._jsparkSession)
     assert table(spark, lake, "orders").count() == 6
     assert not any(Path(root).rglob("*.parquet"))
-
-
-def test_a_table_that_is_not_there_is_not_staged(spark, tmp_path):
-    """The staged commit only appends to a table that exists (a new one is created by its
-    own append, with the properties the job gives it)."""
-    lake = Lake.at(tmp_path / "lake")
-    appender = jvm_class(spark, STAGED_APPENDS)
-    rows = copies(spark, 0).select(*schemas.MESSAGE.names, TABLE)
-    staged = appender.stage(
-        spark._jsparkSession, rows._jdf, TABLE, lake.table(layout.STAGING), OPTIONS
-    )
-    options = {**OPTIONS, "txnAppId": APP, "txnVersion": "0"}
-    orders = lake.address_table("orders")
-    due = appender.commit(
-        spark._jsparkSession, staged, "addresses/orders", orders, options, False, -1
-    )
-    staged.close(spark._jsparkSession)
-    assert due == NOT_STAGED
-    assert not Path(orders).exists()

@@ -20,6 +20,7 @@ import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SaveMode;
 import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.delta.DeltaConfigs$;
 import org.apache.spark.sql.delta.DeltaLog;
 import org.apache.spark.sql.delta.DeltaOperations;
 import org.apache.spark.sql.delta.DeltaOptions;
@@ -51,10 +52,11 @@ import scala.jdk.javaapi.CollectionConverters;
  * of its own: a job's fixed cost per table, most of the batch's writing at hundreds of
  * addresses. Staged, the job's cost is paid once; each table still gets its own commit.
  *
- * <p>A table takes staged files only when they are what its own append would have written: it
- * exists, with the staged rows' columns and types, no partitions, column mapping or
- * constraints, and the staging's statistics settings. For any other, {@link #commit} returns
- * {@link #NOT_STAGED} and deletes its files, and the caller appends it the plain way.
+ * <p>A table takes staged files only when they are what its own append would have written: a
+ * table the commit creates (with the staging's properties, as Delta's writer creates one), or
+ * one with the staged rows' columns and types, no partitions, column mapping or constraints,
+ * and the staging's statistics settings. For any other, {@link #commit} returns {@link
+ * #NOT_STAGED} and deletes its files, and the caller appends it the plain way.
  */
 public final class StagedAppends {
   private StagedAppends() {}
@@ -199,7 +201,18 @@ public final class StagedAppends {
       delete(fs, staged, files);
       return AppTransactionAppend.SKIPPED;
     }
-    if (!takes(txn, staged)) {
+    if (txn.readVersion() < 0) { // created by this commit, as Delta's writer creates it
+      txn.updateMetadataForNewTable(
+          new Metadata(
+              UUID.randomUUID().toString(),
+              null,
+              null,
+              new Format("parquet", scalaMap(Map.of())),
+              staged.schema.asNullable().json(),
+              CollectionConverters.asScala(List.<String>of()).toList(),
+              DeltaConfigs$.MODULE$.validateConfigurations(scalaMap(staged.configuration)),
+              Option.apply(System.currentTimeMillis())));
+    } else if (!takes(txn, staged)) {
       delete(fs, staged, files);
       return NOT_STAGED;
     }
@@ -258,15 +271,12 @@ public final class StagedAppends {
   }
 
   /**
-   * Whether the transaction's table takes the staged files as they are: it exists with the
+   * Whether the transaction's table, which exists, takes the staged files as they are: it has the
    * staged columns and types (nullable, with no metadata: no generated, identity or
    * invariant column), no partitions, column mapping, constraints or Iceberg compatibility,
    * and the statistics settings the files were written with.
    */
   private static boolean takes(OptimisticTransaction txn, Staged staged) {
-    if (txn.readVersion() < 0) {
-      return false;
-    }
     Metadata metadata = txn.metadata();
     if (!metadata.partitionColumns().isEmpty()
         || metadata.columnMappingMode() != NoMapping$.MODULE$) {
