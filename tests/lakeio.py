@@ -7,12 +7,15 @@ pyarrow ≥ 25, so tables are read through delta-rs's own query engine instead.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
+
+from routing.io.delta_tables import commit_file
 
 EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
@@ -57,3 +60,12 @@ def append(
     """Append rows as a producer would: one delta-rs commit."""
     table = data if isinstance(data, pa.Table) else pa.Table.from_pylist(list(data), schema=schema)
     write_deltalake(str(path), table, mode="append")
+
+
+def commit_actions(location: str, version: int) -> dict[str, list[dict]]:
+    """The actions of a Delta table's commit file, by kind."""
+    found: dict[str, list[dict]] = {}
+    for line in commit_file(location, version).read_text().splitlines():
+        ((kind, action),) = json.loads(line).items()
+        found.setdefault(kind, []).append(action)
+    return found

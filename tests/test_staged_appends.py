@@ -13,13 +13,13 @@ from pyspark.sql import DataFrame, SparkSession
 
 from routing.broker import layout
 from routing.io import storage
-from routing.io.delta_tables import commit_file, transaction_version
+from routing.io.delta_tables import transaction_version
 from routing.io.jvm import jvm_class
 from routing.io.lake import Lake
 from routing.io.storage import SKIPPED, STAGED_APPENDS, TABLE, append_tables
 from routing.plan import schemas
 from routing.plan._columns import local_frame
-from tests.lakeio import append, at
+from tests.lakeio import append, at, commit_actions
 
 APP = "jobs.route:test-query"
 ADDRESSES = ("orders", "orders.DLA", "audit", "billing")
@@ -53,14 +53,6 @@ def write(spark: SparkSession, lake: Lake, batches: range, *, staged: bool, monk
 
 def table(spark: SparkSession, lake: Lake, address: str) -> DataFrame:
     return spark.read.format("delta").load(lake.address_table(address)).orderBy("message_id")
-
-
-def commit_actions(location: str, version: int) -> dict[str, list[dict]]:
-    found: dict[str, list[dict]] = {}
-    for line in commit_file(location, version).read_text().splitlines():
-        ((kind, action),) = json.loads(line).items()
-        found.setdefault(kind, []).append(action)
-    return found
 
 
 def test_staged_copies_are_the_tables_own_appends(spark, tmp_path, monkeypatch):

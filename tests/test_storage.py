@@ -21,7 +21,6 @@ from routing.broker.state import JobState
 from routing.io.delta_tables import (
     TableFiles,
     TableLogs,
-    commit_file,
     epoch_micros,
     table_version,
     transaction_version,
@@ -41,7 +40,7 @@ from routing.io.storage import (
 from routing.io.storage import append as append_rows
 from routing.plan import schemas
 from routing.plan._columns import local_frame
-from tests.lakeio import append, at
+from tests.lakeio import append, at, commit_actions
 
 APP = "jobs.route:test-query"
 
@@ -450,15 +449,6 @@ def use_writer(monkeypatch: pytest.MonkeyPatch, writer: str) -> None:
         monkeypatch.setattr("routing.io.storage.APP_TRANSACTION_APPEND", "routing.delta.Absent")
     else:
         assert jvm_class(SparkSession.getActiveSession(), APP_TRANSACTION_APPEND) is not None
-
-
-def commit_actions(location: str, version: int) -> dict[str, list[dict]]:
-    """The actions of a commit file, by kind."""
-    found: dict[str, list[dict]] = {}
-    for line in commit_file(location, version).read_text().splitlines():
-        ((kind, action),) = json.loads(line).items()
-        found.setdefault(kind, []).append(action)
-    return found
 
 
 def test_the_jobs_append_commits_what_deltas_writer_commits(spark, tmp_path, monkeypatch):

@@ -128,17 +128,24 @@ public final class AppTransactionAppend {
       DMLUtils.TaggedCommitData<Action> commit =
           write.writeAndReturnCommitData(txn, spark, Option.empty(), false);
       Option<Object> version = txn.commitIfNeeded(commit.actions(), operation, commit.stringTags());
-      if (deferCheckpoint && version.isDefined()) {
-        long committed = (Long) version.get();
-        int interval = log.checkpointInterval(txn.metadata());
-        if (committed != 0 && committed % interval == 0) {
-          return committed;
-        }
-      }
-      return -1L;
+      return deferCheckpoint ? checkpointDue(log, txn, version) : -1L;
     } finally {
       OptimisticTransaction$.MODULE$.clearActive();
     }
+  }
+
+  /**
+   * The version {@code txn} committed when the table is due its checkpoint there (-1: not
+   * due, or nothing committed): what the {@code CheckpointHook} would have written.
+   */
+  static long checkpointDue(DeltaLog log, OptimisticTransaction txn, Option<Object> version) {
+    if (version.isDefined()) {
+      long committed = (Long) version.get();
+      if (committed != 0 && committed % log.checkpointInterval(txn.metadata()) == 0) {
+        return committed;
+      }
+    }
+    return -1L;
   }
 
   /**

@@ -260,14 +260,7 @@ public final class StagedAppends {
     Option<Object> version =
         txn.commitIfNeeded(
             CollectionConverters.asScala(actions).toList(), operation, scalaMap(Map.of()));
-    if (deferCheckpoint && version.isDefined()) {
-      long committed = (Long) version.get();
-      int interval = log.checkpointInterval(txn.metadata());
-      if (committed != 0 && committed % interval == 0) {
-        return committed;
-      }
-    }
-    return -1L;
+    return deferCheckpoint ? AppTransactionAppend.checkpointDue(log, txn, version) : -1L;
   }
 
   /**
