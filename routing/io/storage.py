@@ -575,9 +575,9 @@ def append_kept(
     in_group = first or (lambda _: True)
     tables = sorted(tables_written(counts), key=lambda t: (not in_group(t), t))
     committed: dict[str, bool] = {}
+    staging = STAGED_ADDRESS_APPENDS and app_id is not None and txn_version is not None
     for _, group in itertools.groupby(tables, key=in_group):
         names = list(group)  # the group's commits, then the next group
-        staging = STAGED_ADDRESS_APPENDS and app_id is not None and txn_version is not None
         staged = [t for t in names if staging and layout.is_address_source(t)]
         # the other tables' appends run while the address tables' rows are staged
         appends = {t: pool.submit(write, t) for t in names if t not in staged}
@@ -587,7 +587,6 @@ def append_kept(
                 append_staged(
                     kept,
                     lake,
-                    pool,
                     staged,
                     app_id=app_id,
                     txn_version=txn_version,
@@ -607,7 +606,6 @@ def append_kept(
 def append_staged(
     kept: KeptRows,
     lake: Lake,
-    pool: ThreadPoolExecutor,
     tables: Sequence[str],
     *,
     app_id: str,
@@ -619,8 +617,8 @@ def append_staged(
 ) -> dict[str, bool]:
     """Append the ``kept`` rows of address ``tables`` with ONE Spark job: their rows are
     written to a staging folder (``_state/staging``) with Delta's writer and statistics,
-    then each table's files are moved into it and committed there, the commits side by side
-    on ``pool`` (:data:`STAGED_APPENDS`). Each commit is the app transaction
+    then each table's files are moved into it and committed there, :data:`STAGED_COMMITS`
+    commits side by side (:data:`STAGED_APPENDS`). Each commit is the app transaction
     ``(app_id, txn_version)``, checked and conflicting as :func:`append`'s.
 
     A table that is not there yet is created by its commit, with the properties
