@@ -630,8 +630,6 @@ def append_staged(
         transaction already, nothing written); empty when nothing was staged.
     """
     logs = logs or TableLogs()
-    spark = kept.frames[0].sparkSession if kept.frames else None
-    appender = jvm_class(spark, STAGED_APPENDS) if spark is not None else None
     checked: dict[str, int] = {}
     committed: dict[str, bool] = {}
     for table in tables:
@@ -641,7 +639,8 @@ def append_staged(
         else:
             checked[table] = at
     rows = kept.tagged(list(checked), [*schemas.MESSAGE.names, TABLE])
-    if appender is None or len(checked) < 2 or rows is None:
+    appender = jvm_class(rows.sparkSession, STAGED_APPENDS) if rows is not None else None
+    if appender is None or rows is None or len(checked) < 2:
         return committed
     options = append_options(
         rows.columns,

@@ -78,14 +78,8 @@ public final class AppTransactionAppend {
       long checkedVersion) {
     DeltaLog log = DeltaLog.forTable(spark, path);
     DeltaOptions deltaOptions = new DeltaOptions(scalaMap(options), spark.sessionState().conf());
-    Map<String, String> named = new HashMap<>();
-    options.forEach((key, value) -> {
-      if (key.startsWith("delta.")) {
-        named.put(key, value);
-      }
-    });
     scala.collection.immutable.Map<String, String> properties =
-        DeltaConfigs$.MODULE$.validateConfigurations(scalaMap(named));
+        DeltaConfigs$.MODULE$.validateConfigurations(scalaMap(tableProperties(options)));
     Seq<String> partitions = CollectionConverters.asScala(partitionBy).toList();
     WriteIntoDelta write =
         new WriteIntoDelta(
@@ -98,19 +92,7 @@ public final class AppTransactionAppend {
             Option.empty(),
             Option.empty(),
             false);
-    Option<Object> mergeSchema =
-        deltaOptions.canMergeSchema() ? Option.apply(Boolean.TRUE) : Option.empty();
-    DeltaOperations.Write operation =
-        new DeltaOperations.Write(
-            SaveMode.Append,
-            Option.apply(partitions),
-            Option.empty(),
-            deltaOptions.userMetadata(),
-            Option.empty(),
-            Option.empty(),
-            mergeSchema,
-            Option.empty(),
-            Option.empty());
+    DeltaOperations.Write operation = appendOperation(partitions, deltaOptions);
     OptimisticTransaction txn =
         deferCheckpoint
             ? new CheckpointDeferred(log)
@@ -132,6 +114,33 @@ public final class AppTransactionAppend {
     } finally {
       OptimisticTransaction$.MODULE$.clearActive();
     }
+  }
+
+  /** The options named {@code delta.*}: the properties of a table an append creates. */
+  static Map<String, String> tableProperties(Map<String, String> options) {
+    Map<String, String> named = new HashMap<>();
+    options.forEach((key, value) -> {
+      if (key.startsWith("delta.")) {
+        named.put(key, value);
+      }
+    });
+    return named;
+  }
+
+  /** The operation an append's commit records, as Delta's writer records it. */
+  static DeltaOperations.Write appendOperation(Seq<String> partitions, DeltaOptions options) {
+    Option<Object> mergeSchema =
+        options.canMergeSchema() ? Option.apply(Boolean.TRUE) : Option.empty();
+    return new DeltaOperations.Write(
+        SaveMode.Append,
+        Option.apply(partitions),
+        Option.empty(),
+        options.userMetadata(),
+        Option.empty(),
+        Option.empty(),
+        mergeSchema,
+        Option.empty(),
+        Option.empty());
   }
 
   /**
@@ -171,7 +180,7 @@ public final class AppTransactionAppend {
     return false;
   }
 
-  private static scala.collection.immutable.Map<String, String> scalaMap(Map<String, String> map) {
+  static scala.collection.immutable.Map<String, String> scalaMap(Map<String, String> map) {
     return scala.collection.immutable.Map.from(CollectionConverters.asScala(map));
   }
 

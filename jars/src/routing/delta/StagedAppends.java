@@ -18,7 +18,6 @@ import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
-import org.apache.spark.sql.SaveMode;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.delta.DeltaConfigs$;
 import org.apache.spark.sql.delta.DeltaLog;
@@ -84,11 +83,6 @@ public final class StagedAppends {
       this.files = files;
     }
 
-    /** The tables that got files. */
-    public Set<String> tables() {
-      return files.keySet();
-    }
-
     /** Delete the staging folder (what is left of it once the tables took their files). */
     public void close(SparkSession spark) {
       DeltaLog.invalidateCache(spark, root);
@@ -122,12 +116,7 @@ public final class StagedAppends {
       }
     }
     Path root = new Path(stagingRoot, UUID.randomUUID().toString());
-    Map<String, String> configuration = new HashMap<>();
-    options.forEach((key, value) -> {
-      if (key.startsWith("delta.")) {
-        configuration.put(key, value);
-      }
-    });
+    Map<String, String> configuration = AppTransactionAppend.tableProperties(options);
     Map<String, String> staging = new HashMap<>(configuration);
     staging.put(NO_PARTITION_COLUMNS_IN_FILES, "false");
     DeltaLog log = DeltaLog.forTable(spark, root);
@@ -137,13 +126,13 @@ public final class StagedAppends {
             UUID.randomUUID().toString(),
             null,
             null,
-            new Format("parquet", scalaMap(Map.of())),
+            new Format("parquet", AppTransactionAppend.scalaMap(Map.of())),
             data.schema().json(),
             CollectionConverters.asScala(List.of(tableColumn)).toList(),
-            scalaMap(staging),
+            AppTransactionAppend.scalaMap(staging),
             Option.empty());
     txn.updateMetadataForNewTable(metadata);
-    DeltaOptions deltaOptions = new DeltaOptions(scalaMap(options), spark.sessionState().conf());
+    DeltaOptions deltaOptions = new DeltaOptions(AppTransactionAppend.scalaMap(options), spark.sessionState().conf());
     Seq<FileAction> written;
     OptimisticTransaction$.MODULE$.setActive(txn);
     try {
@@ -181,8 +170,7 @@ public final class StagedAppends {
       Map<String, String> options,
       boolean deferCheckpoint,
       long checkedVersion) {
-    List<AddFile> files = staged.files.getOrDefault(table, List.of());
-    staged.files.remove(table);
+    List<AddFile> files = Objects.requireNonNullElse(staged.files.remove(table), List.of());
     DeltaLog log = DeltaLog.forTable(spark, path);
     OptimisticTransaction txn =
         deferCheckpoint
@@ -207,10 +195,10 @@ public final class StagedAppends {
               UUID.randomUUID().toString(),
               null,
               null,
-              new Format("parquet", scalaMap(Map.of())),
+              new Format("parquet", AppTransactionAppend.scalaMap(Map.of())),
               staged.schema.asNullable().json(),
               CollectionConverters.asScala(List.<String>of()).toList(),
-              DeltaConfigs$.MODULE$.validateConfigurations(scalaMap(staged.configuration)),
+              DeltaConfigs$.MODULE$.validateConfigurations(AppTransactionAppend.scalaMap(staged.configuration)),
               Option.apply(System.currentTimeMillis())));
     } else if (!takes(txn, staged)) {
       delete(fs, staged, files);
@@ -231,7 +219,7 @@ public final class StagedAppends {
       actions.add(
           add.copy(
               new Path(null, null, to.getName()).toUri().toString(),
-              scalaMap(Map.of()),
+              AppTransactionAppend.scalaMap(Map.of()),
               add.size(),
               add.modificationTime(),
               true,
@@ -245,21 +233,13 @@ public final class StagedAppends {
               add.amtPassthrough()));
     }
     actions.add(new SetTransaction(appId, txnVersion, Option.apply(log.clock().getTimeMillis())));
-    boolean mergeSchema = Boolean.parseBoolean(options.getOrDefault("mergeSchema", "false"));
     DeltaOperations.Write operation =
-        new DeltaOperations.Write(
-            SaveMode.Append,
-            Option.apply(CollectionConverters.asScala(List.<String>of()).toList()),
-            Option.empty(),
-            Option.empty(),
-            Option.empty(),
-            Option.empty(),
-            mergeSchema ? Option.apply(Boolean.TRUE) : Option.empty(),
-            Option.empty(),
-            Option.empty());
+        AppTransactionAppend.appendOperation(
+            CollectionConverters.asScala(List.<String>of()).toList(),
+            new DeltaOptions(AppTransactionAppend.scalaMap(options), spark.sessionState().conf()));
     Option<Object> version =
         txn.commitIfNeeded(
-            CollectionConverters.asScala(actions).toList(), operation, scalaMap(Map.of()));
+            CollectionConverters.asScala(actions).toList(), operation, AppTransactionAppend.scalaMap(Map.of()));
     return deferCheckpoint ? AppTransactionAppend.checkpointDue(log, txn, version) : -1L;
   }
 
@@ -325,9 +305,5 @@ public final class StagedAppends {
         throw new UncheckedIOException(e);
       }
     }
-  }
-
-  private static scala.collection.immutable.Map<String, String> scalaMap(Map<String, String> map) {
-    return scala.collection.immutable.Map.from(CollectionConverters.asScala(map));
   }
 }
