@@ -50,6 +50,11 @@ DELTA_CONF: dict[str, str] = {
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
     # Small machine, as Delta's own tests run: a snapshot's state in few partitions.
     "spark.databricks.delta.snapshotPartitions": "2",
+    # A commit to a table of few files lists them all in its checksum (.crc), read back by no
+    # reader (only by the next commit, to list them again). A table's first commit, or one
+    # after a writer that kept no checksum (delta-rs), plans a query of the table's state
+    # for it: 4,000 new address tables, 4,000 queries (docs/PERFORMANCE.md).
+    "spark.databricks.delta.allFilesInCrc.enabled": "false",
 }
 
 KRYO = "org.apache.spark.serializer.KryoSerializer"
@@ -59,6 +64,10 @@ EMBEDDED_CONF: dict[str, str] = {
     # A small machine: few shuffle partitions, adaptive execution coalesces further.
     "spark.sql.shuffle.partitions": os.environ.get("ROUTING_SHUFFLE_PARTITIONS", "4"),
     "spark.default.parallelism": "4",
+    # A batch reads its input files by name (lake_events.read_events); Spark checks them in a
+    # job of one task per file past 32 files: 4,000 address tables' files took 21.6 s, in
+    # four tasks 1.0 s (docs/PERFORMANCE.md).
+    "spark.sql.sources.parallelPartitionDiscovery.parallelism": "4",
     # The whole job (JVM, Python workers) within 3 GiB at 1M messages; Spark spills the rest.
     "spark.driver.memory": os.environ.get("ROUTING_DRIVER_MEMORY", "1536m"),
     "spark.ui.enabled": "false",
