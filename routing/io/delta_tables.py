@@ -112,20 +112,20 @@ class TableLogs:
     latest version's, as a new load's would be.
 
     Meant for one run of one job: a table deleted and created again under the same path is
-    not noticed. Safe to share between threads (one question at a time: a delta-rs table
-    is not to be updated and read at once).
+    not noticed. Safe to share between threads: one question at a time per table (a
+    delta-rs table is not to be updated and read at once), different tables' side by side.
     """
 
     def __init__(self) -> None:
         self._tables: dict[str, DeltaTable] = {}
+        self._locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
 
     def __getstate__(self) -> dict:
         return {}  # a cache: a copy (the Python data source's reader, pickled) starts empty
 
     def __setstate__(self, _state: dict) -> None:
-        self._tables = {}
-        self._lock = threading.Lock()
+        self.__init__()  # type: ignore[misc]
 
     def version(self, location: str) -> int:
         """:func:`table_version`."""
@@ -157,6 +157,8 @@ class TableLogs:
 
     def _ask(self, location: str, question: Callable[[DeltaTable], _T], no_table: _T) -> _T:
         with self._lock:
+            lock = self._locks.setdefault(location, threading.Lock())
+        with lock:
             table = self._tables.get(location)
             if table is None:
                 if not is_table(location):
