@@ -53,6 +53,7 @@ def message_table(rows: int, seed: int = 7) -> pa.Table:
             "durable": pa.array(rng.random(rows) < 0.9),
             "user_id": pa.nulls(rows, pa.string()),
             "properties": properties,
+            "property_types": pa.nulls(rows, schemas.MESSAGE.field("property_types").type),
             "body": pa.array([b"payload-%06d" % (i % 1000) for i in range(rows)], pa.binary()),
             "copy_reason": pa.nulls(rows, pa.string()),
             "to_queue": pa.nulls(rows, pa.string()),
