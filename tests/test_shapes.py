@@ -12,10 +12,12 @@ import pytest
 
 from bench.shapes import Shape, anycast_turns, competing_consumers, many_addresses
 from bench.single_process import route_lake, written_counts
+from bench.storage import message_table
 from jobs import route
 from jobs.replay import load_logs
 from routing.io.delta_tables import is_table
 from routing.io.lake import Lake
+from routing.plan import schemas
 from tests.lakeio import rows
 
 SHAPES = {
@@ -48,3 +50,10 @@ def test_anycast_turns_go_to_the_next_queue_whose_filter_matches():
     filters = ("kind = 'a'", "kind = 'b'", None, None)
     assert anycast_turns(filters, list("abcabcccab")) == [0, 1, 2, 3, 1, 2, 3, 2, 3, 1]
     assert anycast_turns(("kind = 'a'",), list("ba")) == [None, 0]
+
+
+def test_the_benchmarks_message_rows_are_an_address_tables():
+    """The rows ``bench.storage`` and the latency run append (``message_table``) have the
+    columns of an address table (SPEC §3.1), optional ones included, so ``make bench``
+    runs on them."""
+    assert message_table(3).schema == schemas.MESSAGE
