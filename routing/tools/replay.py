@@ -482,10 +482,10 @@ def lake_rows(loaded: Loaded, tables: Iterable[str]) -> dict[str, DataFrame]:
     read them once per address (4,000 addresses: 4,000 scans of the log, and a union of
     4,000 branches for the one job that writes them, :func:`~routing.io.storage.append_staged`).
     """
-    wanted = set(tables)
+    kinds = {_kind(t) for t in tables}
     records = loaded.records
     frames: dict[str, DataFrame] = {}
-    if any(layout.is_address_source(t) for t in wanted):
+    if layout.ADDRESSES in kinds:
         frames[layout.ADDRESSES] = records.where(F.col("kind") == "send").select(
             *[
                 F.col(c) if c in records.columns else F.lit(None).cast(MESSAGE_TYPES[c]).alias(c)
@@ -493,23 +493,20 @@ def lake_rows(loaded: Loaded, tables: Iterable[str]) -> dict[str, DataFrame]:
             ],
             source_of(F.col("address")).alias(TABLE),
         )
-    if layout.DELIVERIES in wanted:
+    if layout.DELIVERIES in kinds:
         frames[layout.DELIVERIES] = records.where(F.col("kind") == "delivery").select(
-            *schemas.DELIVERY.names
+            *schemas.DELIVERY.names, F.lit(layout.DELIVERIES).alias(TABLE)
         )
-    if layout.MANAGEMENT in wanted:
+    if layout.MANAGEMENT in kinds:
         frames[layout.MANAGEMENT] = records.where(F.col("kind") == "management").select(
-            *schemas.MANAGEMENT.names
+            *schemas.MANAGEMENT.names, F.lit(layout.MANAGEMENT).alias(TABLE)
         )
-    if layout.REJECTED in wanted:
-        frames[layout.REJECTED] = loaded.rejected
-    unknown = wanted - set(frames) - {t for t in wanted if layout.is_address_source(t)}
+    if layout.REJECTED in kinds:
+        frames[layout.REJECTED] = loaded.rejected.withColumn(TABLE, F.lit(layout.REJECTED))
+    unknown = sorted(kinds - set(frames))
     if unknown:
-        raise ValueError(f"a log's records go to no table {sorted(unknown)[0]!r}")
-    return {
-        kind: rows if TABLE in rows.columns else rows.withColumn(TABLE, F.lit(kind))
-        for kind, rows in frames.items()
-    }
+        raise ValueError(f"a log's records go to no table {unknown[0]!r}")
+    return frames
 
 
 def event_time() -> Column:
