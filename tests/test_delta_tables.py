@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import os
 
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
+from routing.io import delta_tables
 from routing.io.delta_tables import (
+    DataFile,
     TableFiles,
     TableLogs,
     arrow_schema,
@@ -15,6 +19,7 @@ from routing.io.delta_tables import (
     commit_rows,
     file_count,
     last_user_metadata,
+    latest_schema,
     table_version,
     transaction_version,
 )
@@ -69,9 +74,6 @@ def test_kept_table_views_follow_every_later_commit(spark, tmp_path):
     job_append(frame, location, app_id=APP, txn_version=7, user_metadata='{"clock": 4}', logs=logs)
     assert answers(logs, location) == loaded_anew(location) == (3, 7, '{"clock": 4}', 4)
 
-    operations = {c["version"]: c.get("operation") for c in DeltaTable(location).history()}
-    assert logs.operations(location, 1) == {v: op for v, op in operations.items() if v > 1}
-
 
 def test_a_tables_schema_at_a_version_it_learnt_and_before(tmp_path):
     """A table's schema at the version its files were learnt up to (answered by the view
@@ -111,3 +113,85 @@ def test_the_rows_a_commit_added_come_from_its_files_statistics_or_footers(tmp_p
         action.get("add", {}).pop("stats", None)
     commit.write_text("".join(json.dumps(a) + "\n" for a in actions))
     assert commit_rows(location, 1) == 5
+
+
+def test_a_tables_version_is_its_latest_commits_after_each_commit_and_checkpoint(tmp_path):
+    """Listed from the log folder, the version delta-rs reads: none before the first commit
+    (a folder left without one too), then each commit's, checkpoints and a log cleaned up
+    past its first commits included."""
+    location = str(tmp_path / "orders")
+    logs = TableLogs()
+    assert logs.version(location) == table_version(location) == -1
+    os.makedirs(os.path.join(location, "_delta_log"))  # a writer killed before version 0
+    assert logs.version(location) == -1
+    for n in range(3):
+        send(location, n)
+        assert logs.version(location) == n == DeltaTable(location).version()
+    DeltaTable(location).create_checkpoint()
+    commit_file(location, 0).unlink()
+    send(location, 3)
+    write_deltalake(location, pa.table({"message_id": [5]}), mode="append", schema_mode="merge")
+    assert logs.version(location) == table_version(location) == 4 == DeltaTable(location).version()
+
+
+def snapshot_files(location: str, time_column: str) -> list[DataFile]:
+    """The files each version added, as delta-rs's snapshots show them: the paths of each
+    version's snapshot that the one before did not have."""
+    table, known, files = DeltaTable(location, version=0), set(), []
+    for version in range(DeltaTable(location).version() + 1):
+        table.load_as_version(version)
+        for row in sorted(
+            pa.table(table.get_add_actions(flatten=True)).to_pylist(), key=lambda r: r["path"]
+        ):
+            if row["path"] in known:
+                continue
+            known.add(row["path"])
+            files.append(
+                DataFile(
+                    row["path"],
+                    version,
+                    row["size_bytes"],
+                    row["num_records"],
+                    delta_tables._upper_bound(row[f"max.{time_column}"]),
+                    delta_tables._lower_bound(row[f"min.{time_column}"]),
+                )
+            )
+    return files
+
+
+def test_the_files_a_version_added_are_those_its_snapshot_shows_for_either_writer(spark, tmp_path):
+    """Read from the commit files, each version's files, sizes, row counts and time bounds
+    are what delta-rs's snapshots say, for delta-rs's commits and delta-spark's (whose
+    statistics are written differently), in one table; its schema too."""
+    location = str(tmp_path / "orders")
+    send(location, 1)
+    job_rows = [{"message_id": i, "address": "orders", "sent_at": at(1000 + i)} for i in (2, 3)]
+    frame = spark.createDataFrame(pa.Table.from_pylist(job_rows, schema=schemas.MESSAGE))
+    job_append(frame, location, app_id="jobs.replay:log", txn_version=0)
+    append(
+        location,
+        [
+            {
+                "message_id": 4,
+                "address": "orders",
+                "sent_at": at(1582) + dt.timedelta(microseconds=609),
+            }
+        ],
+        schemas.MESSAGE,
+    )
+
+    files = TableFiles(location, "sent_at").added(-1, 2)
+    assert files == snapshot_files(location, "sent_at")
+    assert {f.version for f in files} == {0, 1, 2}
+    assert TableFiles(location, "sent_at").added(0, 2) == files[1:]
+    assert latest_schema(location) == arrow_schema(location)
+
+
+def test_a_tables_latest_schema_is_its_last_schema_change(tmp_path):
+    location = str(tmp_path / "orders")
+    send(location, 1)
+    wide = pa.table({"message_id": [2], "priority": pa.array([7], pa.int8())})
+    write_deltalake(location, wide, mode="append", schema_mode="merge")
+    send(location, 3)
+    assert latest_schema(location) == arrow_schema(location)
+    assert "priority" in latest_schema(location).names

@@ -1,19 +1,20 @@
-"""Delta metadata the job needs and delta-spark's Python API does not give: through delta-rs.
+"""Delta metadata the job needs and delta-spark's Python API does not give: from the log's
+files, and through delta-rs.
 
 Rows are never read or written here: delta-spark does that (routing.io.storage,
-routing.io.lake_events). What this module answers, with delta-rs's public API
-(``deltalake.DeltaTable``), is metadata:
+routing.io.lake_events). What this module answers is metadata:
 
-- a table's version and schema, and the files each version added, with their
-  statistics: the input stream plans its offsets from them in Spark's Python
-  streaming-source process, which has no JVM to ask delta-spark;
-- which app transactions a commit carries, read from its commit file: the input stream
-  does not offer the routing job's own commits (:class:`TableFiles`);
+- a table's version (its log folder's listing) and schema, and the files each version
+  added, with their statistics and the app transactions of the commit (its commit file,
+  delta-rs for one the log was cleaned up past): the input stream plans its offsets from
+  them, in the driver or in Spark's Python streaming-source process, which has no JVM to
+  ask delta-spark, and does not offer the routing job's own commits (:class:`TableFiles`);
 - the rows a commit added, from its commit file (the files' record counts): a large batch
   counts so the queue rows it appends from their plan (:mod:`routing.io.storage`);
 - an app transaction's version and a commit's ``userMetadata``: the job asks them
   before each batch (``done``, ``state``), and delta-spark's Python API has no lookup of
-  the former; delta-rs answers both from the log without starting a Spark job.
+  the former; delta-rs (``deltalake.DeltaTable``) answers both from the log without
+  starting a Spark job.
 
 docs/DESIGN.md, "Storage", says why delta-rs stays a dependency for this alone.
 """
@@ -22,8 +23,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import re
 import threading
+from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +35,7 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from deltalake import DeltaTable
+from deltalake import DeltaTable, Schema
 
 from routing.broker.layout import DELTA_LOG, ROUTING_APP_PREFIX
 
@@ -52,25 +55,50 @@ _VERSION_FILE = re.compile(r"\d{20}\.(?:json|checkpoint\..+)")
 or V2)."""
 
 
+def log_version(location: str) -> int:
+    """The table's latest version from its log folder's listing (-1: no table): the highest
+    version a file of the log holds. Delta never removes the newest commit's file, and the
+    listing is what delta-rs reads a version from too, after opening the table (3-4 ms)."""
+    try:
+        with os.scandir(os.path.join(location, DELTA_LOG)) as entries:
+            names = [e.name for e in entries if _VERSION_FILE.fullmatch(e.name)]
+    except (FileNotFoundError, NotADirectoryError):
+        return -1
+    return max((int(name[:20]) for name in names), default=-1)
+
+
 def is_table(location: str) -> bool:
     """True when ``location`` holds a Delta table: a ``_delta_log`` folder with a version.
 
     A writer killed while creating a table leaves the folder without one (its first commit
-    never landed), and Delta counts no table there until a writer commits version 0. Read
-    from the folder's listing, not by delta-rs loading the log (1.3 ms for a table of 150
-    commits, and the input stream lists every address table each trigger)."""
-    log = Path(location, DELTA_LOG)
-    return log.is_dir() and any(_VERSION_FILE.fullmatch(entry.name) for entry in log.iterdir())
+    never landed), and Delta counts no table there until a writer commits version 0."""
+    return log_version(location) >= 0
 
 
 def table_version(location: str) -> int:
     """The table's latest version, -1 when there is no table."""
-    return TableLogs().version(location)
+    return log_version(location)
 
 
 def arrow_schema(location: str, version: int | None = None) -> pa.Schema:
     """The table's schema (at ``version``, default the latest) as Arrow types."""
     return pa.schema(DeltaTable(location, version=version).schema().to_arrow())
+
+
+def latest_schema(location: str, lookback: int = 100) -> pa.Schema:
+    """The table's latest schema (as Arrow types): from the newest commit file, among the
+    last ``lookback``, that sets one (a ``metaData`` action), else through delta-rs. Read
+    from a file or two, not by opening the table (3-4 ms: 4,000 address tables checked in
+    6.2 s)."""
+    latest = log_version(location)
+    for version in range(latest, max(latest - lookback, -1), -1):
+        try:
+            schema = _Commit.read(location, version).schema
+        except FileNotFoundError:  # the log was cleaned up past it: a checkpoint has it
+            break
+        if schema is not None:
+            return schema
+    return arrow_schema(location)
 
 
 def file_count(location: str) -> int:
@@ -106,10 +134,11 @@ class TableLogs:
     question (``update_incremental``: the commits since, 1-2 ms) rather than loaded anew from
     the last checkpoint on (7-14 ms a table of a few dozen commits).
 
-    A continuous job asks a table's version or transactions several times a batch, and its
-    input stream asks every trigger: loaded anew, that was 19 loads and 0.24 s of a warm
-    120-row batch (docs/PERFORMANCE.md, "Where a small batch's time goes"). Each answer is the
-    latest version's, as a new load's would be.
+    A continuous job asks a table's transactions several times a batch: loaded anew, that
+    was 19 loads and 0.24 s of a warm 120-row batch (docs/PERFORMANCE.md, "Where a small
+    batch's time goes"). Each answer is the latest version's, as a new load's would be.
+    A version needs no view: it is the log folder's listing (:meth:`version`), which the
+    input stream asks of every table each trigger.
 
     Meant for one run of one job: a table deleted and created again under the same path is
     not noticed. Safe to share between threads: one question at a time per table (a
@@ -129,7 +158,7 @@ class TableLogs:
 
     def version(self, location: str) -> int:
         """:func:`table_version`."""
-        return self._ask(location, lambda table: table.version(), -1)
+        return log_version(location)
 
     def transaction_version(self, location: str, app_id: str) -> int | None:
         """:func:`transaction_version`."""
@@ -151,10 +180,6 @@ class TableLogs:
         """:func:`file_count`."""
         return self._ask(location, lambda table: len(table.file_uris()), 0)
 
-    def operations(self, location: str, after: int) -> dict[int, str | None]:
-        """The operation of each commit after version ``after``, by version."""
-        return self._ask(location, lambda table: _operations(table, after), {})
-
     def _ask(self, location: str, question: Callable[[DeltaTable], _T], no_table: _T) -> _T:
         with self._lock:
             lock = self._locks.setdefault(location, threading.Lock())
@@ -175,10 +200,6 @@ def _last_user_metadata(table: DeltaTable, lookback: int) -> str | None:
         if text:
             return text
     return None
-
-
-def _operations(table: DeltaTable, after: int) -> dict[int, str | None]:
-    return {c["version"]: c.get("operation") for c in table.history(table.version() - after)}
 
 
 def _commit_files(location: str) -> list[Path]:
@@ -281,81 +302,138 @@ class DataFile:
 class TableFiles:
     """The files each version of one table added, learnt incrementally, version by version.
 
-    A version's new files are the paths of its snapshot that the previous one did not
-    have; a version whose commit only reorganises rows (:data:`NOT_DATA`) adds none, and
-    neither does a commit of the routing job (an app transaction whose id starts with
+    A version's new files are the ``add`` actions of its commit file; a version whose commit
+    only reorganises rows (:data:`NOT_DATA`) adds none, and neither does a commit of the
+    routing job (an app transaction whose id starts with
     :data:`~routing.broker.layout.ROUTING_APP_PREFIX`): its rows are the job's own copies,
     routed in the batch that made them, and reading them back would only cost a
     micro-batch (docs/DESIGN.md, "The job's own copies are not read back"). A commit whose
-    file is gone counts as a producer's: its copies are then read, and the batch
-    recognises them as the job's own (:func:`routing.plan.inputs.own_copy`) and skips them.
-    Input tables are append-only (SPEC §3): rows are never removed from them.
+    file is gone (the log was cleaned up past it) counts as a producer's: its files are
+    the paths of its snapshot not seen before (delta-rs), its copies are then read, and the
+    batch recognises them as the job's own (:func:`routing.plan.inputs.own_copy`) and skips
+    them. Input tables are append-only (SPEC §3): rows are never removed from them.
+
+    A commit file is read once, at a fraction of a millisecond; delta-rs would open the
+    table and rebuild each version's whole file list (4,000 address tables: 31 s of a first
+    batch's planning, one table at a time).
     """
 
-    def __init__(self, location: str, time_column: str, logs: TableLogs | None = None) -> None:
-        """:param logs: where the table's latest version is asked (the reader's, shared by
-        its tables); None: a view of this table's own."""
+    def __init__(self, location: str, time_column: str) -> None:
         self.location = location
         self.time_column = time_column
-        self._logs = logs or TableLogs()
-        self._table: DeltaTable | None = None
         self._version = -1
+        self._schema: pa.Schema | None = None  # at ``_version``
         self._known: set[str] = set()
-        self._files: list[DataFile] = []
+        self._files: list[DataFile] = []  # in version order
+        self._file_versions: list[int] = []  # each file's, for a bisection
 
     def version(self) -> int:
-        return self._logs.version(self.location)
+        return log_version(self.location)
 
     def schema(self, version: int) -> pa.Schema:
         """The table's schema at ``version`` (as Arrow types)."""
-        if self._table is not None and version == self._version:
-            return pa.schema(self._table.schema().to_arrow())
+        if self._schema is not None and version == self._version:
+            return self._schema
         return arrow_schema(self.location, version)
 
     def added(self, after: int, upto: int) -> list[DataFile]:
         """Files added by versions in ``(after, upto]``, in version then path order (none
         of the routing job's own commits)."""
         self._learn(upto)
-        return [f for f in self._files if after < f.version <= upto]
+        versions = self._file_versions
+        return self._files[bisect_right(versions, after) : bisect_right(versions, upto)]
 
     def _learn(self, upto: int) -> None:
-        if upto <= self._version:
-            return
-        if self._table is None:
-            self._table = DeltaTable(self.location, version=0)
-        operations = self._operations(upto)
         for version in range(self._version + 1, upto + 1):
-            self._table.load_as_version(version)
-            actions = pa.table(self._table.get_add_actions(flatten=True))
-            new = [
-                i for i, p in enumerate(actions.column("path").to_pylist()) if p not in self._known
-            ]
-            rows = actions.take(new).to_pylist() if new else []
-            self._known.update(r["path"] for r in rows)
-            if operations.get(version) in NOT_DATA or self._by_routing_job(version):
+            try:
+                commit = _Commit.read(self.location, version)
+            except FileNotFoundError:
+                commit = self._from_snapshot(version)
+            self._schema = commit.schema or self._schema
+            new = sorted((a for a in commit.adds if a["path"] not in self._known), key=_path)
+            self._known.update(a["path"] for a in new)
+            self._version = version
+            if commit.operation in NOT_DATA or commit.by_routing_job:
                 continue
-            self._files.extend(
-                DataFile(
-                    r["path"],
-                    version,
-                    r["size_bytes"],
-                    r.get("num_records"),
-                    _upper_bound(r.get(f"max.{self.time_column}")),
-                    _lower_bound(r.get(f"min.{self.time_column}")),
-                )
-                for r in sorted(rows, key=lambda r: r["path"])
-            )
-        self._version = upto
+            self._files.extend(self._data_file(add, version) for add in new)
+            self._file_versions.extend(version for _ in new)
 
-    def _by_routing_job(self, version: int) -> bool:
-        """Whether the commit ``version`` is an app transaction of the routing job."""
-        return any(
-            app.startswith(ROUTING_APP_PREFIX) for app in commit_app_ids(self.location, version)
+    def _from_snapshot(self, version: int) -> _Commit:
+        """A commit whose file is gone: its snapshot's files and schema (delta-rs)."""
+        table = DeltaTable(self.location, version=version)
+        files = pa.table(table.get_add_actions(flatten=True)).to_pylist()
+        adds = [{"path": f["path"], "size": f["size_bytes"], "flat": f} for f in files]
+        return _Commit(adds, pa.schema(table.schema().to_arrow()))
+
+    def _data_file(self, add: dict, version: int) -> DataFile:
+        if "flat" in add:  # from a snapshot: delta-rs's flattened statistics
+            row = add["flat"]
+            records, low, high = (
+                row.get("num_records"),
+                row.get(f"min.{self.time_column}"),
+                row.get(f"max.{self.time_column}"),
+            )
+        else:
+            stats = json.loads(add.get("stats") or "{}")
+            records = stats.get("numRecords")
+            low = _stat_time(stats.get("minValues", {}).get(self.time_column))
+            high = _stat_time(stats.get("maxValues", {}).get(self.time_column))
+        return DataFile(
+            add["path"], version, add["size"], records, _upper_bound(high), _lower_bound(low)
         )
 
-    def _operations(self, upto: int) -> dict[int, str | None]:
-        operations = self._logs.operations(self.location, self._version)
-        return {v: op for v, op in operations.items() if v <= upto}
+
+def _path(add: dict) -> str:
+    return add["path"]
+
+
+@dataclass(frozen=True)
+class _Commit:
+    """What :class:`TableFiles` takes from one commit: its added files (paths as the table
+    names them, decoded), the schema it set (if it did), its operation, and whether the
+    routing job made it."""
+
+    adds: list[dict]
+    schema: pa.Schema | None = None
+    operation: str | None = None
+    by_routing_job: bool = False
+
+    @classmethod
+    def read(cls, location: str, version: int) -> _Commit:
+        """From the commit file (FileNotFoundError: gone)."""
+        adds, schema, operation, apps = [], None, None, []
+        with commit_file(location, version).open(encoding="utf-8") as lines:
+            for line in lines:
+                if not line.strip():
+                    continue
+                action = json.loads(line)
+                if "add" in action:
+                    add = action["add"]
+                    adds.append({**add, "path": unquote(add["path"])})
+                elif "metaData" in action:
+                    schema = pa.schema(
+                        Schema.from_json(action["metaData"]["schemaString"]).to_arrow()
+                    )
+                elif "commitInfo" in action:
+                    operation = action["commitInfo"].get("operation")
+                elif "txn" in action:
+                    apps.append(action["txn"]["appId"])
+        return cls(
+            adds,
+            schema,
+            operation,
+            any(app.startswith(ROUTING_APP_PREFIX) for app in apps),
+        )
+
+
+def _stat_time(value: object) -> dt.datetime | None:
+    """A timestamp statistic of a commit file (ISO 8601 text) as delta-rs reads it."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return dt.datetime.fromisoformat(value)
+    except ValueError:
+        return None
 
 
 def _lower_bound(value: object) -> int | None:

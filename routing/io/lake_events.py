@@ -36,8 +36,7 @@ error of the lake, not of a row: the query stops with :class:`LakeError`.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from itertools import groupby
 from pathlib import PurePath
@@ -64,10 +63,9 @@ from routing.io import lake
 from routing.io.delta_tables import (
     DataFile,
     TableFiles,
-    TableLogs,
-    arrow_schema,
     epoch_micros,
     is_table,
+    latest_schema,
     row_count,
     unreadable_commit,
 )
@@ -110,8 +108,8 @@ def check_table(root: lake.Lake, source: str, schema: pa.Schema | None = None) -
     kind = KINDS[kind_name(source)]
     if schema is None:
         try:
-            schema = arrow_schema(root.table(source))
-        except DeltaError as error:
+            schema = latest_schema(root.table(source))
+        except (DeltaError, ValueError) as error:  # ValueError: a commit file not JSON
             raise LakeError(unreadable(root, source, error)) from error
     names = set(schema.names)
     missing = [c for c in kind.required if c not in names]
@@ -136,25 +134,11 @@ def unreadable(root: lake.Lake, source: str, error: Exception) -> str:
     )
 
 
-PLANNING_THREADS = 4
-"""Tables whose logs are read at once (:func:`each_table`): opening a table's log with
-delta-rs is mostly waiting on files, and one at a time 4,000 address tables took 12 s to
-check and 28 s to plan a first batch from."""
-
-
-def each_table(work: Callable[[str], _T], sources: Sequence[str]) -> list[_T]:
-    """``work`` of each of ``sources``, in their order, :data:`PLANNING_THREADS` tables at
-    once (the first error, in that order, is raised)."""
-    if PLANNING_THREADS <= 1 or len(sources) < 2:
-        return [work(source) for source in sources]
-    with ThreadPoolExecutor(PLANNING_THREADS, thread_name_prefix="plan") as pool:
-        return list(pool.map(work, sources))
-
-
 def check_lake(root: lake.Lake) -> list[str]:
     """Check every input table of the lake; return their sources."""
     sources = input_sources(root)
-    each_table(lambda source: check_table(root, source), sources)
+    for source in sources:
+        check_table(root, source)
     return sources
 
 
@@ -323,15 +307,13 @@ class LakeEventsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.max_events = int(limit) if limit is not None else None
         self.as_of = parse_as_of(options.get(AS_OF.lower()))
         self.cap: dict[str, int] | None = None
-        self._tables = TableLogs()
         self._logs: dict[str, TableFiles] = {}
         self._schemas: dict[tuple[str, int], str] = {}
 
     def _log(self, source: str) -> TableFiles:
-        # each source's view is made and used by one thread at a time (:func:`each_table`)
         if source not in self._logs:
             self._logs[source] = TableFiles(
-                self.lake.table(source), KINDS[kind_name(source)].time_column, self._tables
+                self.lake.table(source), KINDS[kind_name(source)].time_column
             )
         return self._logs[source]
 
@@ -345,9 +327,8 @@ class LakeEventsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _versions(self) -> dict[str, int]:
         sources = [s for s in input_sources(self.lake) if self.cap is None or s in self.cap]
         versions = {}
-        for source, version in zip(
-            sources, each_table(lambda s: self._log(s).version(), sources), strict=True
-        ):
+        for source in sources:
+            version = self._log(source).version()
             if self.cap is not None:
                 version = min(version, self.cap[source])
             if version >= 0:
@@ -385,10 +366,11 @@ class LakeEventsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """``start`` when nothing new is offered: a table the job alone wrote to since
         (its own copies, not offered) makes no batch, and is not checked every trigger."""
         versions = self._versions()
-        added = each_table(
-            lambda s: self._log(s).added(start["tables"].get(s, -1), versions[s]), list(versions)
-        )
-        new = dict(zip(versions, added, strict=True))
+        new = {
+            s: self._log(s).added(start["tables"].get(s, -1), v)
+            for s, v in versions.items()
+            if v > start["tables"].get(s, -1)
+        }
         for source, files in new.items():
             if files:
                 check_table(self.lake, source, self._log(source).schema(versions[source]))
