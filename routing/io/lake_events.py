@@ -40,7 +40,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from itertools import groupby
 from pathlib import PurePath
-from typing import ClassVar, TypeVar
+from typing import ClassVar
 
 import pyarrow as pa
 from deltalake.exceptions import DeltaError
@@ -80,8 +80,6 @@ from routing.plan.normalise import (
     kind_name,
     normalise_tables,
 )
-
-_T = TypeVar("_T")
 
 UNBOUNDED = 1 << 62
 """``until`` of an offset with no time bound (µs; far beyond any real time)."""
