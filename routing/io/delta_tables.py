@@ -327,9 +327,6 @@ class TableFiles:
         self._files: list[DataFile] = []  # in version order
         self._file_versions: list[int] = []  # each file's, for a bisection
 
-    def version(self) -> int:
-        return log_version(self.location)
-
     def schema(self, version: int) -> pa.Schema:
         """The table's schema at ``version`` (as Arrow types)."""
         if self._schema is not None and version == self._version:

@@ -24,7 +24,7 @@ from routing.broker.layout import (
     REJECTED,
     address_source,
 )
-from routing.io.delta_tables import is_table
+from routing.io.delta_tables import log_version
 
 __all__ = ["Lake"]
 
@@ -82,9 +82,13 @@ class Lake:
 
     def address_sources(self) -> list[str]:
         """Lake paths (``addresses/<dir>``) of every address table that exists now, sorted."""
+        return list(self.address_versions())
+
+    def address_versions(self) -> dict[str, int]:
+        """:meth:`address_sources` with each table's latest version, from one listing of
+        each table's log (the input stream asks them every trigger)."""
         base = Path(self.table(ADDRESSES))
         if not base.is_dir():
-            return []
-        return sorted(
-            f"{ADDRESSES}/{entry.name}" for entry in base.iterdir() if is_table(str(entry))
-        )
+            return {}
+        versions = ((f"{ADDRESSES}/{e.name}", log_version(str(e))) for e in sorted(base.iterdir()))
+        return {source: version for source, version in versions if version >= 0}

@@ -64,8 +64,8 @@ from routing.io.delta_tables import (
     DataFile,
     TableFiles,
     epoch_micros,
-    is_table,
     latest_schema,
+    log_version,
     row_count,
     unreadable_commit,
 )
@@ -96,8 +96,13 @@ class LakeError(ValueError):
 
 def input_sources(root: lake.Lake) -> list[str]:
     """Lake paths of every input table that exists now."""
-    fixed = [s for s in (layout.DELIVERIES, layout.MANAGEMENT) if is_table(root.table(s))]
-    return root.address_sources() + fixed
+    return list(input_versions(root))
+
+
+def input_versions(root: lake.Lake) -> dict[str, int]:
+    """Every input table that exists now, with its latest version: one listing of its log."""
+    fixed = {s: log_version(root.table(s)) for s in (layout.DELIVERIES, layout.MANAGEMENT)}
+    return root.address_versions() | {s: v for s, v in fixed.items() if v >= 0}
 
 
 def check_table(root: lake.Lake, source: str, schema: pa.Schema | None = None) -> None:
@@ -323,15 +328,10 @@ class LakeEventsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._schemas[(source, version)]
 
     def _versions(self) -> dict[str, int]:
-        sources = [s for s in input_sources(self.lake) if self.cap is None or s in self.cap]
-        versions = {}
-        for source in sources:
-            version = self._log(source).version()
-            if self.cap is not None:
-                version = min(version, self.cap[source])
-            if version >= 0:
-                versions[source] = version
-        return versions
+        versions = input_versions(self.lake)
+        if self.cap is None:
+            return versions
+        return {s: min(v, self.cap[s]) for s, v in versions.items() if s in self.cap}
 
     def initialOffset(self) -> dict:
         return {"base": {}, "tables": {}, "until": UNBOUNDED, "asOf": NO_AS_OF}
