@@ -7,7 +7,17 @@ import importlib
 import sys
 import time
 
-MODULES = ["storage", "breadcrumbs", "routing", "floor", "route", "replay", "shapes", "soak"]
+MODULES = [
+    "storage",
+    "breadcrumbs",
+    "routing",
+    "floor",
+    "route",
+    "replay",
+    "shapes",
+    "planning",
+    "soak",
+]
 
 
 def main(argv: list[str] | None = None) -> int:
