@@ -40,6 +40,7 @@ from routing.io.storage import (
 from routing.io.storage import append as append_rows
 from routing.plan import schemas
 from routing.plan._columns import local_frame
+from routing.plan.expiry import Expirations
 from tests.lakeio import append, at, commit_actions
 
 APP = "jobs.route:test-query"
@@ -113,7 +114,7 @@ def test_a_batch_carries_the_pending_rows_delta_holds_after_its_commit(spark, tm
     assert sorted(r.message_id for r in carried.collect()) == [2, 3]
 
 
-def test_another_writers_commit_makes_the_next_batch_read_delta(spark, tmp_path):
+def test_another_writers_commit_makes_the_next_batch_read_delta_again(spark, tmp_path):
     lake = Lake.at(tmp_path / "lake")
     storage = DeltaStorage(lake)
     write_batch(spark, storage, 0, [queue_row(1, "PENDING")])
@@ -126,8 +127,36 @@ def test_another_writers_commit_makes_the_next_batch_read_delta(spark, tmp_path)
 
     pending = storage.pending(spark)
 
-    assert pending.inputFiles() != []
     assert sorted(r.message_id for r in pending.collect()) == [1, 7]
+    assert_df_equality(
+        pending.orderBy("message_id"),
+        pending_in_delta(spark, lake).orderBy("message_id"),
+        ignore_nullable=True,
+    )
+
+
+def test_a_new_process_keeps_the_pending_rows_it_reads_and_appends_new_ones(spark, tmp_path):
+    """A process's first batch reads the PENDING rows from Delta once: kept and counted as
+    carried ones, and a batch that changes none of them appends its rows."""
+    lake = Lake.at(tmp_path / "lake")
+    write_batch(spark, DeltaStorage(lake), 0, [queue_row(1, "PENDING", expiration=900)])
+    storage = DeltaStorage(lake)  # the next process's
+
+    pending = storage.pending(spark)
+
+    assert pending.inputFiles() == []  # kept: the table's files are read once
+    assert storage.pending_expirations() == Expirations(epoch_micros(at(900)))
+    assert_df_equality(
+        pending.orderBy("message_id"),
+        pending_in_delta(spark, lake).orderBy("message_id"),
+        ignore_nullable=True,
+    )
+    write_batch(spark, storage, 1, [queue_row(2, "PENDING"), queue_row(3, "ACKED")])
+    assert last_operation(spark, lake) == "WRITE"
+    assert sorted(
+        (r.message_id, r.status)
+        for r in spark.read.format("delta").load(lake.queue_messages).collect()
+    ) == [(1, "PENDING"), (2, "PENDING"), (3, "ACKED")]
 
 
 def test_a_batch_too_large_to_carry_leaves_the_next_to_read_delta(spark, tmp_path, monkeypatch):
@@ -185,13 +214,16 @@ def test_carried_rows_are_checkpointed_into_one_frame_past_the_parts_or_after_a_
 
 def test_the_carried_rows_expirations_are_known_without_reading_them(spark, tmp_path):
     """The earliest expiration of the PENDING rows carried, counted as they are: by the
-    batch that checkpoints them, and added up when a batch of new messages extends them.
-    Rows read through Delta: not known."""
+    batch that checkpoints them, and added up when a batch of new messages extends them;
+    counted too when they are read through Delta, few enough to be kept."""
     lake = Lake.at(tmp_path / "lake")
     storage = DeltaStorage(lake)
 
     def earliest_after(batch_id: int, rows: list, *, folded: bool = False) -> int | None:
         write_batch(spark, storage, batch_id, rows, folded=folded)
+        return earliest_after_read()
+
+    def earliest_after_read() -> int | None:
         storage.pending(spark)
         expirations = storage.pending_expirations()
         assert expirations is not None
@@ -212,11 +244,19 @@ def test_the_carried_rows_expirations_are_known_without_reading_them(spark, tmp_
 
     append(
         lake.queue_messages,
-        [dict(zip(schemas.QUEUE_MESSAGE.names, queue_row(7, "PENDING"), strict=True))],
+        [
+            dict(
+                zip(
+                    schemas.QUEUE_MESSAGE.names,
+                    queue_row(7, "PENDING", expiration=300),
+                    strict=True,
+                )
+            )
+        ],
         schemas.QUEUE_MESSAGE,
     )
-    storage.pending(spark)
-    assert storage.pending_expirations() is None
+    # another writer's commit: the rows are read from Delta again, and counted
+    assert earliest_after_read() == micros(300)
 
 
 def last_operation(spark: SparkSession, lake: Lake) -> str:
@@ -285,11 +325,11 @@ def test_a_large_batch_appends_its_queue_rows_from_their_plan(
         ignore_nullable=True,
     )
     # none carried: the next batch reads the PENDING rows from Delta
+    assert storage._carried is None
     assert_df_equality(
         storage.pending(spark).orderBy("message_id"),
         pending_in_delta(spark, lake).orderBy("message_id"),
     )
-    assert storage.pending_expirations() is None
 
 
 def jobs_ran(spark: SparkSession) -> list:

@@ -34,6 +34,7 @@ from typing import TypeVar
 from urllib.parse import unquote
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, Schema
 
@@ -180,6 +181,12 @@ class TableLogs:
         """:func:`file_count`."""
         return self._ask(location, lambda table: len(table.file_uris()), 0)
 
+    def partition_rows(self, location: str, column: str, value: str) -> tuple[int, int | None]:
+        """The table's latest version and the rows of its partition ``column = value`` then,
+        from its files' statistics (None: a file has none; -1 and 0: no table)."""
+        no_table: tuple[int, int | None] = (-1, 0)
+        return self._ask(location, lambda table: _partition_rows(table, column, value), no_table)
+
     def _ask(self, location: str, question: Callable[[DeltaTable], _T], no_table: _T) -> _T:
         with self._lock:
             lock = self._locks.setdefault(location, threading.Lock())
@@ -192,6 +199,17 @@ class TableLogs:
             else:
                 table.update_incremental()
             return question(table)
+
+
+def _partition_rows(table: DeltaTable, column: str, value: str) -> tuple[int, int | None]:
+    files = pa.table(table.get_add_actions(flatten=True))
+    if not files.num_rows:
+        return table.version(), 0
+    if "num_records" not in files.column_names:
+        return table.version(), None
+    part = files.filter(pc.equal(files.column(f"partition.{column}"), value))
+    records = part.column("num_records")
+    return table.version(), None if records.null_count else sum(records.to_pylist())
 
 
 def _last_user_metadata(table: DeltaTable, lookback: int) -> str | None:
