@@ -135,9 +135,14 @@ def test_another_writers_commit_makes_the_next_batch_read_delta_again(spark, tmp
     )
 
 
-def test_a_new_process_keeps_the_pending_rows_it_reads_and_appends_new_ones(spark, tmp_path):
-    """A process's first batch reads the PENDING rows from Delta once: kept and counted as
-    carried ones, and a batch that changes none of them appends its rows."""
+@pytest.mark.parametrize("read_files", [True, False], ids=["files", "delta"])
+def test_a_new_process_keeps_the_pending_rows_it_reads_and_appends_new_ones(
+    spark, tmp_path, monkeypatch, read_files
+):
+    """A process's first batch reads the PENDING rows once (from the files the table's log
+    names, or through Delta): kept and counted as carried ones, and a batch that changes
+    none of them appends its rows."""
+    monkeypatch.setattr("routing.io.storage.READ_STATE_FILES", read_files)
     lake = Lake.at(tmp_path / "lake")
     write_batch(spark, DeltaStorage(lake), 0, [queue_row(1, "PENDING", expiration=900)])
     storage = DeltaStorage(lake)  # the next process's
@@ -157,6 +162,38 @@ def test_a_new_process_keeps_the_pending_rows_it_reads_and_appends_new_ones(spar
         (r.message_id, r.status)
         for r in spark.read.format("delta").load(lake.queue_messages).collect()
     ) == [(1, "PENDING"), (2, "PENDING"), (3, "ACKED")]
+
+
+def enable_deletion_vectors(spark: SparkSession, location: str) -> None:
+    spark.sql(
+        f"ALTER TABLE delta.`{location}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = true)"
+    )
+
+
+@pytest.mark.parametrize("read_files", [True, False], ids=["files", "delta"])
+def test_a_new_process_reads_the_pending_rows_of_the_tables_latest_version(
+    spark, tmp_path, monkeypatch, read_files
+):
+    """Rows rewritten or deleted since they were written (another writer's MERGE or
+    DELETE, with deletion vectors) are read as the table's latest version has them."""
+    from delta.tables import DeltaTable as SparkTable
+
+    monkeypatch.setattr("routing.io.storage.READ_STATE_FILES", read_files)
+    lake = Lake.at(tmp_path / "lake")
+    rows = [queue_row(i, "PENDING") for i in (1, 2, 3)] + [queue_row(4, "ACKED")]
+    write_batch(spark, DeltaStorage(lake), 0, rows)
+    enable_deletion_vectors(spark, lake.queue_messages)
+    SparkTable.forPath(spark, lake.queue_messages).delete("message_id = 2")
+    assert DeltaTable(lake.queue_messages).protocol().min_reader_version == 3
+
+    pending = DeltaStorage(lake).pending(spark)  # the next process's
+
+    assert sorted(r.message_id for r in pending.collect()) == [1, 3]
+    assert_df_equality(
+        pending.orderBy("message_id"),
+        pending_in_delta(spark, lake).orderBy("message_id"),
+        ignore_nullable=True,
+    )
 
 
 def test_a_batch_too_large_to_carry_leaves_the_next_to_read_delta(spark, tmp_path, monkeypatch):
@@ -329,6 +366,7 @@ def test_a_large_batch_appends_its_queue_rows_from_their_plan(
     assert_df_equality(
         storage.pending(spark).orderBy("message_id"),
         pending_in_delta(spark, lake).orderBy("message_id"),
+        ignore_nullable=True,
     )
 
 
@@ -398,7 +436,11 @@ def test_a_batch_carries_the_producer_ids_it_appended(spark, tmp_path, monkeypat
     assert taken_ids(taken) == [1, 2, 3, 4]
 
 
-def test_a_small_producer_id_table_is_read_once_into_memory(spark, tmp_path):
+@pytest.mark.parametrize("read_files", [True, False], ids=["files", "delta"])
+def test_a_small_producer_id_table_is_read_once_into_memory(
+    spark, tmp_path, monkeypatch, read_files
+):
+    monkeypatch.setattr("routing.io.storage.READ_STATE_FILES", read_files)
     lake = Lake.at(tmp_path / "lake")
     storage = DeltaStorage(lake)
     write_batch(spark, storage, 0, [], producer_ids=(1, 2))
@@ -410,6 +452,27 @@ def test_a_small_producer_id_table_is_read_once_into_memory(spark, tmp_path):
     assert taken is not None
     assert taken.inputFiles() == []  # no Delta scan for the batch to plan
     assert taken_ids(taken) == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("read_files", [True, False], ids=["files", "delta"])
+def test_a_new_process_reads_the_producer_ids_of_the_tables_latest_version(
+    spark, tmp_path, monkeypatch, read_files
+):
+    """Compacted, and with an id deleted through a deletion vector (another writer's)."""
+    from delta.tables import DeltaTable as SparkTable
+
+    monkeypatch.setattr("routing.io.storage.READ_STATE_FILES", read_files)
+    lake = Lake.at(tmp_path / "lake")
+    storage = DeltaStorage(lake)
+    for batch, ids in enumerate([(1, 2), (3,), (4, 5)]):
+        write_batch(spark, storage, batch, [], producer_ids=ids)
+    SparkTable.forPath(spark, lake.producer_ids).optimize().executeCompaction()
+    enable_deletion_vectors(spark, lake.producer_ids)
+    SparkTable.forPath(spark, lake.producer_ids).delete("message_id = 4")
+
+    taken = DeltaStorage(lake).taken(spark, 3)  # the next process's
+
+    assert taken_ids(taken) == [1, 2, 3, 5]
 
 
 def test_the_batch_that_creates_the_producer_id_table_carries_its_ids(spark, tmp_path):
