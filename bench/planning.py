@@ -147,6 +147,8 @@ def run(spark: SparkSession, scale: float) -> list[Figure]:
         Figure(
             "  planning's share of all runs' time", sum(t.total for t in planning) / sum(runs), ""
         ),
+        Figure("  the median run of the job", statistics.median(runs), "s"),
+        Figure("    all runs of the job", sum(runs), "s"),
         Figure(
             "  the longest run of the job",
             max(runs),

@@ -135,14 +135,9 @@ def test_another_writers_commit_makes_the_next_batch_read_delta_again(spark, tmp
     )
 
 
-@pytest.mark.parametrize("read_files", [True, False], ids=["files", "delta"])
-def test_a_new_process_keeps_the_pending_rows_it_reads_and_appends_new_ones(
-    spark, tmp_path, monkeypatch, read_files
-):
-    """A process's first batch reads the PENDING rows once (from the files the table's log
-    names, or through Delta): kept and counted as carried ones, and a batch that changes
-    none of them appends its rows."""
-    monkeypatch.setattr("routing.io.storage.READ_STATE_FILES", read_files)
+def test_a_new_process_keeps_the_pending_rows_it_reads_and_appends_new_ones(spark, tmp_path):
+    """A process's first batch reads the PENDING rows from Delta once: kept and counted as
+    carried ones, and a batch that changes none of them appends its rows."""
     lake = Lake.at(tmp_path / "lake")
     write_batch(spark, DeltaStorage(lake), 0, [queue_row(1, "PENDING", expiration=900)])
     storage = DeltaStorage(lake)  # the next process's
@@ -170,15 +165,11 @@ def enable_deletion_vectors(spark: SparkSession, location: str) -> None:
     )
 
 
-@pytest.mark.parametrize("read_files", [True, False], ids=["files", "delta"])
-def test_a_new_process_reads_the_pending_rows_of_the_tables_latest_version(
-    spark, tmp_path, monkeypatch, read_files
-):
+def test_a_new_process_reads_the_pending_rows_of_the_tables_latest_version(spark, tmp_path):
     """Rows rewritten or deleted since they were written (another writer's MERGE or
     DELETE, with deletion vectors) are read as the table's latest version has them."""
     from delta.tables import DeltaTable as SparkTable
 
-    monkeypatch.setattr("routing.io.storage.READ_STATE_FILES", read_files)
     lake = Lake.at(tmp_path / "lake")
     rows = [queue_row(i, "PENDING") for i in (1, 2, 3)] + [queue_row(4, "ACKED")]
     write_batch(spark, DeltaStorage(lake), 0, rows)
@@ -436,11 +427,7 @@ def test_a_batch_carries_the_producer_ids_it_appended(spark, tmp_path, monkeypat
     assert taken_ids(taken) == [1, 2, 3, 4]
 
 
-@pytest.mark.parametrize("read_files", [True, False], ids=["files", "delta"])
-def test_a_small_producer_id_table_is_read_once_into_memory(
-    spark, tmp_path, monkeypatch, read_files
-):
-    monkeypatch.setattr("routing.io.storage.READ_STATE_FILES", read_files)
+def test_a_small_producer_id_table_is_read_once_into_memory(spark, tmp_path):
     lake = Lake.at(tmp_path / "lake")
     storage = DeltaStorage(lake)
     write_batch(spark, storage, 0, [], producer_ids=(1, 2))
@@ -454,14 +441,10 @@ def test_a_small_producer_id_table_is_read_once_into_memory(
     assert taken_ids(taken) == [1, 2, 3, 4]
 
 
-@pytest.mark.parametrize("read_files", [True, False], ids=["files", "delta"])
-def test_a_new_process_reads_the_producer_ids_of_the_tables_latest_version(
-    spark, tmp_path, monkeypatch, read_files
-):
+def test_a_new_process_reads_the_producer_ids_of_the_tables_latest_version(spark, tmp_path):
     """Compacted, and with an id deleted through a deletion vector (another writer's)."""
     from delta.tables import DeltaTable as SparkTable
 
-    monkeypatch.setattr("routing.io.storage.READ_STATE_FILES", read_files)
     lake = Lake.at(tmp_path / "lake")
     storage = DeltaStorage(lake)
     for batch, ids in enumerate([(1, 2), (3,), (4, 5)]):

@@ -181,12 +181,11 @@ class TableLogs:
         """:func:`file_count`."""
         return self._ask(location, lambda table: len(table.file_uris()), 0)
 
-    def files(self, location: str, partition: tuple[str, str] | None = None) -> VersionFiles:
-        """The table's latest version and its data files then (those of the partition
-        ``(column, value)`` alone, if given), with their rows from the files' statistics.
-        No table: version -1 and no files."""
-        no_table = VersionFiles(-1, (), 0, plain=True, partition=partition)
-        return self._ask(location, lambda table: _version_files(table, partition), no_table)
+    def partition_rows(self, location: str, column: str, value: str) -> tuple[int, int | None]:
+        """The table's latest version and the rows of its partition ``column = value`` then,
+        from its files' statistics (None: a file has none; -1 and 0: no table)."""
+        no_table: tuple[int, int | None] = (-1, 0)
+        return self._ask(location, lambda table: _partition_rows(table, column, value), no_table)
 
     def _ask(self, location: str, question: Callable[[DeltaTable], _T], no_table: _T) -> _T:
         with self._lock:
@@ -202,39 +201,15 @@ class TableLogs:
             return question(table)
 
 
-@dataclass(frozen=True)
-class VersionFiles:
-    """The data files of one version of a table (or of one of its partitions), as its log
-    names them: enough to read the version's rows with Spark's Parquet reader, without
-    Delta's log replay, when :attr:`plain`."""
-
-    version: int
-    uris: tuple[str, ...]
-    rows: int | None
-    """From the files' statistics (None: a file has none)."""
-    plain: bool
-    """The files alone hold the version's rows: the table needs no reader feature
-    (reader version 1: no deletion vectors, no column mapping)."""
-    partition: tuple[str, str] | None = None
-    """``(column, value)``: the files are that partition's (its column is not in them)."""
-
-
-def _version_files(table: DeltaTable, partition: tuple[str, str] | None) -> VersionFiles:
-    plain = table.protocol().min_reader_version == 1
+def _partition_rows(table: DeltaTable, column: str, value: str) -> tuple[int, int | None]:
     files = pa.table(table.get_add_actions(flatten=True))
-    filters = None
-    if partition is not None and files.num_rows:
-        column, value = partition
-        files = files.filter(pc.equal(files.column(f"partition.{column}"), value))
-        filters = [(column, "=", value)]
-    uris = tuple(table.file_uris(partition_filters=filters)) if files.num_rows else ()
     if not files.num_rows:
-        rows: int | None = 0
-    elif "num_records" not in files.column_names or files.column("num_records").null_count:
-        rows = None
-    else:
-        rows = pc.sum(files.column("num_records")).as_py()
-    return VersionFiles(table.version(), uris, rows, plain, partition)
+        return table.version(), 0
+    if "num_records" not in files.column_names:
+        return table.version(), None
+    part = files.filter(pc.equal(files.column(f"partition.{column}"), value))
+    records = part.column("num_records")
+    return table.version(), None if records.null_count else sum(records.to_pylist())
 
 
 def _last_user_metadata(table: DeltaTable, lookback: int) -> str | None:

@@ -41,17 +41,16 @@ import pyarrow as pa
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
 
 from routing.broker import layout
 from routing.broker.state import JobState
 from routing.io.delta_tables import (
     TableLogs,
-    VersionFiles,
     commit_app_ids,
     commit_file,
     commit_rows,
     is_table,
+    row_count,
     version_before_app_commit,
 )
 from routing.io.jvm import jvm_class
@@ -71,12 +70,6 @@ TABLE = "_table"
 COMPACT_PRODUCER_IDS_AT = 64
 """Files in ``_state/producer_ids`` (about one per batch) past which it is compacted
 (``OPTIMIZE``): a long run must not make every batch open thousands of small files."""
-
-READ_STATE_FILES = True
-"""Whether a process reads the job's state tables (PENDING rows, producer ids) from the
-files their log names, with Spark's Parquet reader (:func:`read_files`), rather than
-through Delta, whose first read of a table in a process replays its log with Spark jobs
-(docs/PERFORMANCE.md, "Planning, on random scenarios"). Off: the plain path."""
 
 CARRIED_PENDING_ROWS = 100_000
 """PENDING rows up to which a batch hands the next one its queues' PENDING rows in memory
@@ -248,27 +241,6 @@ def read_table(
     if version is not None:
         reader = reader.option("versionAsOf", version)
     return conform(reader.load(location), schema)
-
-
-def read_files(spark: SparkSession, files: VersionFiles, schema: pa.Schema) -> DataFrame:
-    """The rows of ``files`` (:attr:`~VersionFiles.plain` ones: the log's files hold a
-    version's rows alone) with ``schema`` (:func:`conform`): a version read without
-    Delta's log replay. A partition's column is its value.
-
-    Example::
-
-        files = TableLogs().files(lake.producer_ids)
-        ids = read_files(spark, files, schemas.PRODUCER_ID)
-    """
-    partition = files.partition
-    fields = schemas.spark_schema(schema).fields
-    if not files.uris:
-        return local_frame(spark, [], schemas.spark_schema(schema))
-    in_files = StructType([f for f in fields if partition is None or f.name != partition[0]])
-    rows = spark.read.schema(in_files).parquet(*files.uris)
-    if partition is not None:
-        rows = rows.withColumn(partition[0], F.lit(partition[1]))
-    return conform(rows, schema)
 
 
 def route_app_id(lake: Lake) -> str | None:
@@ -933,9 +905,11 @@ class DeltaStorage:
         if not is_table(location):
             self._read = local_frame(spark, [], schemas.spark_schema(schemas.QUEUE_MESSAGE))
             return self._read
-        files = self._logs.files(location, (schemas.QUEUE_MESSAGES_PARTITION, schemas.PENDING))
-        if files.rows is not None and files.rows <= CARRIED_PENDING_ROWS:
-            self._carried = self._read_carried(spark, files)
+        version, rows = self._logs.partition_rows(
+            location, schemas.QUEUE_MESSAGES_PARTITION, schemas.PENDING
+        )
+        if rows is not None and rows <= CARRIED_PENDING_ROWS:
+            self._carried = self._read_carried(spark, version)
             self._read = self._carried.rows
         else:
             self._read = self._read_delta(spark)
@@ -951,30 +925,21 @@ class DeltaStorage:
             reader.load(self.lake.queue_messages).where(_in_pending()), schemas.QUEUE_MESSAGE
         )
 
-    def _read_carried(self, spark: SparkSession, files: VersionFiles) -> CarriedPending:
-        """The PENDING rows of ``files``' version read once, then kept and counted as a
-        batch carries them: a Delta scan in a batch's plans is planned again by each of
+    def _read_carried(self, spark: SparkSession, version: int) -> CarriedPending:
+        """The PENDING rows at ``version`` read from Delta once, then kept and counted as
+        a batch carries them: a Delta scan in a batch's plans is planned again by each of
         its queries (Delta lists its files from the log then, 0.1-0.3 s each, about six a
         batch), and a batch that starts from carried rows appends its new ones rather
-        than merging them (:meth:`_commit_queue_rows`).
-
-        Read from the files the version's log names (:func:`read_files`) when they hold
-        its rows alone; through Delta otherwise (``READ_STATE_FILES`` off, or a table
-        with deletion vectors or column mapping)."""
-        rows = (
-            read_files(spark, files, schemas.QUEUE_MESSAGE)
-            if READ_STATE_FILES and files.plain
-            else self._read_delta(spark, files.version)
-        )
+        than merging them (:meth:`_commit_queue_rows`)."""
         scratch = Scratch()
         try:
-            kept = scratch.keep(rows)
+            kept = scratch.keep(self._read_delta(spark, version))
             # an aggregate without groups: exactly one row
             count, earliest = kept.agg(F.count(F.lit(1)), earliest_expiration()).collect()[0]
         except BaseException:
             scratch.release()
             raise
-        return CarriedPending(files.version, (kept,), scratch, count, Expirations(earliest))
+        return CarriedPending(version, (kept,), scratch, count, Expirations(earliest))
 
     def pending_expirations(self) -> Expirations | None:
         """The carried rows' expirations, counted with them, when :meth:`pending` gave those
@@ -1004,19 +969,19 @@ class DeltaStorage:
         version = self._logs.version(location)
         if self._ids is None or self._ids.version != version:
             self._drop_ids()
-            files = self._logs.files(location)
+            base = (
+                spark.read.format("delta")
+                .option("versionAsOf", version)
+                .load(location)
+                .select(*schemas.PRODUCER_ID.names)
+            )
             scratch = Scratch()
-            if files.rows is not None and files.rows <= KEPT_PRODUCER_IDS:
+            rows = row_count(location, version)
+            if rows is not None and rows <= KEPT_PRODUCER_IDS:
                 # read once: each batch's plan over a Delta scan filtered the snapshot's
                 # files again (a Spark job and Delta's planning, about 0.1 s a batch)
-                base = scratch.keep(
-                    read_files(spark, files, schemas.PRODUCER_ID)
-                    if READ_STATE_FILES and files.plain
-                    else read_table(spark, location, schemas.PRODUCER_ID, files.version)
-                )
-            else:
-                base = read_table(spark, location, schemas.PRODUCER_ID, files.version)
-            self._ids = CarriedProducerIds(files.version, base, base_scratch=scratch)
+                base = scratch.keep(base)
+            self._ids = CarriedProducerIds(version, base, base_scratch=scratch)
         return (
             self._ids.rows()
             .crossJoin(batch_values(spark, batch=batch_id))
