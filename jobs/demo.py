@@ -357,7 +357,7 @@ def _demo(args: argparse.Namespace, lake: Path, spark: SparkSession | None, out:
     )
 
     from jobs import replay
-    from routing.io.session import build_session
+    from routing.io.session import build_session, stop_session
 
     own_session = spark is None
     log_file = session_log(Lake.at(lake), "demo", args.verbose) if own_session else None
@@ -377,7 +377,7 @@ def _demo(args: argparse.Namespace, lake: Path, spark: SparkSession | None, out:
         return status
     finally:
         if own_session:
-            spark.stop()
+            stop_session(spark)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from jobs._logging import configure, one_line, session_log, take_lake, where_det
 from routing.broker.config import ConfigError, load_config
 from routing.io.lake import Lake
 from routing.io.lake_events import input_sources, inputs_within
-from routing.io.session import SMALL_BATCH_ROWS
+from routing.io.session import SMALL_BATCH_ROWS, stop_session
 from routing.plan.scratch import Scratch
 from routing.tools import replay
 
@@ -191,7 +191,7 @@ def _replay(
         return route.main(job, spark=spark, out=out, err=err, log_file=log_file)
     finally:
         if own_session:
-            spark.stop()
+            stop_session(spark)
 
 
 if __name__ == "__main__":

@@ -51,7 +51,7 @@ from routing.io.lake_events import (
     stream,
     stream_options,
 )
-from routing.io.session import SMALL_BATCH_CONF, SMALL_BATCH_ROWS, small_batch
+from routing.io.session import SMALL_BATCH_CONF, SMALL_BATCH_ROWS, small_batch, stop_session
 from routing.io.storage import (
     DeltaStorage,
     Storage,
@@ -414,7 +414,7 @@ def main(
             return 1
         finally:
             if own_session:
-                spark.stop()
+                stop_session(spark)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import os
 import re
 import shutil
 import signal
@@ -376,6 +377,39 @@ def test_producers_appending_while_the_job_runs_lose_nothing(spark, tmp_path):
     assert rows_in(output) == expected
     assert len(BATCH_LINE.findall(output)) >= 2, output
     assert_lakes_equal(spark, Path(lake.root), Path(reference.root))
+
+
+def group_ended(pgid: int, timeout: float) -> bool:
+    """Whether every process of the group ``pgid`` (a driver, its JVM, their Python
+    workers) is gone within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.5)
+    return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stop_signal_to_the_jobs_whole_process_group_stops_it_cleanly(tmp_path, sig):
+    """As systemd stops a service (SIGTERM to every process of its control group) or a
+    terminal's Ctrl-C stops its foreground job (SIGINT to its process group): the running
+    batch ends, the job stops with status 0 and says nothing more, and its JVM is gone."""
+    lake = Lake.at(tmp_path / "lake")
+    produce(lake, producer_rounds(1)[0])
+    job = local_job(route_command(Path(lake.root), "--trigger", "1 second"), tmp_path / "job.log")
+    try:
+        assert job.wait_for(lambda out: "batch 0:" in out, timeout=300), job.tail()
+        os.killpg(job.process.pid, sig)
+        assert job.wait(timeout=180) == 0, job.tail()
+        assert group_ended(job.process.pid, timeout=60)
+    finally:
+        job.kill()
+    output = job.output()
+    assert "Traceback" not in output and "failed" not in output, output
+    assert rows_in(output) == sum(len(t) for _, t, _ in producer_rounds(1)[0])
 
 
 def slow_planner_python(folder: Path) -> Path:

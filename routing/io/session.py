@@ -6,6 +6,7 @@ Library code never calls ``getOrCreate()``; jobs, tests and notebooks call
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -14,9 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from py4j.java_gateway import JavaClass, JavaMember, JVMView
+from py4j.protocol import Py4JError
 from pyspark.sql import SparkSession
 
 from routing.io.jvm import jvm_class
+
+log = logging.getLogger(__name__)
 
 _LOG4J = Path(__file__).with_name("log4j2.properties")
 DELTA_JARS = Path(os.environ.get("ROUTING_DELTA_JARS", Path(__file__).parents[2] / "jars" / "lib"))
@@ -330,6 +334,8 @@ def build_session(
         spark = builder.getOrCreate()
     if spark.sparkContext._jvm is not None:
         bind_static_members(spark.sparkContext._jvm)
+        if not under_spark_submit():
+            _ignore_terminate(spark.sparkContext._jvm)
     spark.sparkContext.setLogLevel(os.environ.get("ROUTING_LOG_LEVEL", "WARN"))
     if not has_jvm_delta(spark):
         raise MissingDeltaError(
@@ -337,6 +343,25 @@ def build_session(
             "io.delta:delta-spark_4.2_2.13:4.4.0 (or --jars) to spark-submit"
         )
     return spark
+
+
+def _ignore_terminate(jvm: JVMView) -> None:
+    """The embedded JVM ignores SIGTERM, as PySpark has it ignore SIGINT: a stop sent to
+    the job's whole process group or control group (systemd stopping a service, ``kill
+    -TERM -PGID``) reaches the Python driver alone, which ends the running batch and stops
+    the JVM itself. Not ignoring it, the JVM shut down under the batch, and the driver
+    failed talking to it. The JVM still exits when its driver does (its stdin closes)."""
+    signals = jvm.sun.misc
+    signals.Signal.handle(signals.Signal("TERM"), signals.SignalHandler.SIG_IGN)
+
+
+def stop_session(spark: SparkSession) -> None:
+    """Stop ``spark``; a JVM gone already (killed, out of memory) is logged, not raised:
+    the job has said why it ends."""
+    try:
+        spark.stop()
+    except (Py4JError, OSError) as error:
+        log.debug("the session's JVM is gone", exc_info=error)
 
 
 @contextmanager
