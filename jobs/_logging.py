@@ -20,6 +20,8 @@ _HANDLER = "_jobs_handler"
 _MAX_LINE = 300
 _PY4J_CALL = "An error occurred while calling"
 _TRACEBACK = "Traceback (most recent call last):"
+INTERRUPTED = 130
+"""The exit status of a run stopped by Ctrl-C while it worked."""
 
 
 def session_log(lake: Lake, job: str, verbose: bool) -> Path | None:
@@ -34,8 +36,9 @@ def session_log(lake: Lake, job: str, verbose: bool) -> Path | None:
 
 def configure(verbose: bool, err: TextIO, log_file: Path | None = None) -> None:
     """Send the ``jobs`` and ``routing`` loggers to ``err`` (DEBUG with ``verbose``, else
-    WARNING) and, at DEBUG, to ``log_file``. Calling it again (a test runs ``main`` many
-    times) replaces the handlers."""
+    WARNING) and, at DEBUG, to ``log_file``; other libraries' warnings logged to the root
+    logger go to ``log_file`` (``err`` with ``verbose``). Calling it again (a test runs
+    ``main`` many times) replaces the handlers."""
     for name in ("jobs", "routing"):
         logger = logging.getLogger(name)
         for handler in [h for h in logger.handlers if getattr(h, _HANDLER, False)]:
@@ -52,6 +55,28 @@ def configure(verbose: bool, err: TextIO, log_file: Path | None = None) -> None:
             logger.addHandler(handler)
         logger.setLevel(logging.DEBUG if verbose or log_file is not None else logging.WARNING)
         logger.propagate = False
+    # py4j logs a failed call into the JVM (Ctrl-C inside one, a JVM gone) to the root
+    # logger, with its traceback: the log file's, not the console's
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if getattr(h, _HANDLER, False)]:
+        root.removeHandler(handler)
+        handler.close()
+    if verbose:
+        calls: logging.Handler = logging.StreamHandler(err)
+    elif log_file is not None:
+        calls = logging.FileHandler(log_file, encoding="utf-8")
+    else:
+        return
+    setattr(calls, _HANDLER, True)
+    calls.setLevel(logging.WARNING)
+    calls.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    root.addHandler(calls)
+
+
+def interrupted(err: TextIO) -> int:
+    """Say that the run was interrupted (Ctrl-C); its exit status, 130 as a shell's."""
+    print("stopped: interrupted; the next run resumes where this one stopped", file=err)
+    return INTERRUPTED
 
 
 def one_line(error: BaseException) -> str:

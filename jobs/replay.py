@@ -25,7 +25,14 @@ from pyspark import StorageLevel
 from pyspark.sql import SparkSession
 
 from jobs import route
-from jobs._logging import configure, one_line, session_log, take_lake, where_detail
+from jobs._logging import (
+    configure,
+    interrupted,
+    one_line,
+    session_log,
+    take_lake,
+    where_detail,
+)
 from routing.broker.config import ConfigError, load_config
 from routing.io.lake import Lake
 from routing.io.lake_events import input_sources, inputs_within
@@ -48,7 +55,8 @@ examples:
   python -m jobs.replay --log jan.parquet --log feb.parquet --lake ./lake --conf broker.xml
 
 exit status: 0 done, 2 the configuration is invalid (nothing written), 1 a log or the
-lake could not be read (one line here; the detail in LAKE/_logs)."""
+lake could not be read (one line here; the detail in LAKE/_logs), 130 Ctrl-C stopped it
+(a run again loads what is left and routes the rest)."""
 
 MAX_EVENTS_PER_TRIGGER = 2_600_000
 """The routing run's rate limit unless ``--max-events-per-trigger`` says otherwise: input
@@ -176,6 +184,8 @@ def _replay(
         started = time.perf_counter()
         try:
             load_logs(spark, Lake.at(args.lake), logs)
+        except KeyboardInterrupt:
+            return interrupted(err)
         except Exception as error:  # an unreadable log: say which, write nothing more
             print(f"log error: {one_line(error)}{where_detail(log_file)}", file=err)
             log.debug("log error", exc_info=error)

@@ -28,7 +28,14 @@ from typing import TextIO
 from deltalake.exceptions import DeltaError
 from pyspark.sql import DataFrame, Row, SparkSession
 
-from jobs._logging import configure, one_line, session_log, take_lake, where_detail
+from jobs._logging import (
+    configure,
+    interrupted,
+    one_line,
+    session_log,
+    take_lake,
+    where_detail,
+)
 from routing.broker.config import ConfigError, load_config
 from routing.broker.layout import (
     JOURNAL,
@@ -89,7 +96,10 @@ examples:
 
 exit status: 0 done, 2 the configuration is invalid (nothing written), 1 the lake could
 not be read, another job is writing it, or a batch failed (one line here; the detail in
-LAKE/_logs). One job writes a lake at a time; one that crashed holds nothing."""
+LAKE/_logs), 130 Ctrl-C stopped it inside a batch (the next run does that batch again,
+exactly once). Without --available-now, Ctrl-C or SIGTERM (to the job or its whole
+process group) ends the running batch first, and the status is 0. One job writes a lake
+at a time; one that crashed holds nothing."""
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -408,6 +418,8 @@ def main(
             spark = build_session("jobs.route", short_run=short_run, log_file=log_file)
         try:
             return run(args, spark, lake, Topology(config), out, as_of)
+        except KeyboardInterrupt:  # Ctrl-C inside a batch (a continuous job ends it first)
+            return interrupted(err)
         except Exception as error:  # a failed batch or an unreadable table: say what, exit 1
             print(f"job failed: {one_line(error)}{where_detail(log_file)}", file=err)
             log.debug("job failed", exc_info=error)

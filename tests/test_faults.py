@@ -412,6 +412,35 @@ def test_a_stop_signal_to_the_jobs_whole_process_group_stops_it_cleanly(tmp_path
     assert rows_in(output) == sum(len(t) for _, t, _ in producer_rounds(1)[0])
 
 
+def test_ctrl_c_inside_a_run_stops_it_in_one_line_and_the_next_run_resumes(tmp_path):
+    """Ctrl-C (SIGINT to the terminal's process group) while an ``--available-now`` run
+    works through its batches: one line and status 130; the next run routes the rest,
+    each input row once."""
+    lake = Lake.at(tmp_path / "lake")
+    produce(lake, producer_rounds(1)[0])
+    expected = sum(len(t) for _, t, _ in producer_rounds(1)[0])
+    command = route_command(Path(lake.root), "--available-now", "--max-events-per-trigger", "10")
+    first = local_job(command, tmp_path / "first.log")
+    try:
+        assert first.wait_for(lambda out: "batch 1:" in out, timeout=300), first.tail()
+        os.killpg(first.process.pid, signal.SIGINT)
+        assert first.wait(timeout=180) == 130, first.tail()
+        assert group_ended(first.process.pid, timeout=60)
+    finally:
+        first.kill()
+    output = first.output()
+    assert "Traceback" not in output and "failed" not in output, output
+    assert output.rstrip().endswith(
+        "stopped: interrupted; the next run resumes where this one stopped"
+    )
+    second = local_job(command[:-2], tmp_path / "second.log")  # the rest in one batch
+    try:
+        assert second.wait(timeout=600) == 0, second.tail()
+    finally:
+        second.kill()
+    assert rows_in(output) + rows_in(second.output()) == expected
+
+
 def slow_planner_python(folder: Path) -> Path:
     """A Python interpreter for Spark whose first input-stream planner (the Python process a
     query starts for ``lake_events``) never connects back: it sleeps past the ten seconds
