@@ -84,7 +84,12 @@ def test_notebook_runs_top_to_bottom(path, kernels, demo_lake, monkeypatch):
         km=KernelManager(kernel_name=KERNEL, kernel_spec_manager=kernels),
         resources={"metadata": {"path": str(path.parent)}},
     )
-    client.execute()  # raises CellExecutionError with the cell and its traceback
+    try:
+        client.execute()  # raises CellExecutionError with the cell and its traceback
+    finally:
+        # the client leaves a kernel it did not start running: it and its JVM would live
+        # as long as this test process
+        client.km.shutdown_kernel(now=True)
 
     assert outputs(notebook, lambda o: o.output_type == "error") == []
     figures = outputs(notebook, lambda o: "image/png" in o.get("data", {}))
