@@ -40,37 +40,40 @@ def configure(verbose: bool, err: TextIO, log_file: Path | None = None) -> None:
     logger go to ``log_file`` (``err`` with ``verbose``). Calling it again (a test runs
     ``main`` many times) replaces the handlers."""
     for name in ("jobs", "routing"):
-        logger = logging.getLogger(name)
-        for handler in [h for h in logger.handlers if getattr(h, _HANDLER, False)]:
-            logger.removeHandler(handler)
-            handler.close()
+        logger = _without_ours(logging.getLogger(name))
         console = logging.StreamHandler(err)
         console.setLevel(logging.DEBUG if verbose else logging.WARNING)
-        handlers: list[logging.Handler] = [console]
+        logger.addHandler(_ours(console))
         if log_file is not None:
-            handlers.append(logging.FileHandler(log_file, encoding="utf-8"))
-        for handler in handlers:
-            setattr(handler, _HANDLER, True)
-            handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-            logger.addHandler(handler)
+            logger.addHandler(_ours(logging.FileHandler(log_file, encoding="utf-8")))
         logger.setLevel(logging.DEBUG if verbose or log_file is not None else logging.WARNING)
         logger.propagate = False
     # py4j logs a failed call into the JVM (Ctrl-C inside one, a JVM gone) to the root
     # logger, with its traceback: the log file's, not the console's
-    root = logging.getLogger()
-    for handler in [h for h in root.handlers if getattr(h, _HANDLER, False)]:
-        root.removeHandler(handler)
-        handler.close()
+    root = _without_ours(logging.getLogger())
     if verbose:
         calls: logging.Handler = logging.StreamHandler(err)
     elif log_file is not None:
         calls = logging.FileHandler(log_file, encoding="utf-8")
     else:
         return
-    setattr(calls, _HANDLER, True)
     calls.setLevel(logging.WARNING)
-    calls.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-    root.addHandler(calls)
+    root.addHandler(_ours(calls))
+
+
+def _ours(handler: logging.Handler) -> logging.Handler:
+    """``handler`` formatted and marked as :func:`configure`'s."""
+    setattr(handler, _HANDLER, True)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    return handler
+
+
+def _without_ours(logger: logging.Logger) -> logging.Logger:
+    """``logger`` with the handlers an earlier :func:`configure` gave it removed and closed."""
+    for handler in [h for h in logger.handlers if getattr(h, _HANDLER, False)]:
+        logger.removeHandler(handler)
+        handler.close()
+    return logger
 
 
 def interrupted(err: TextIO) -> int:
