@@ -379,17 +379,20 @@ def test_producers_appending_while_the_job_runs_lose_nothing(spark, tmp_path):
     assert_lakes_equal(spark, Path(lake.root), Path(reference.root))
 
 
-def group_ended(pgid: int, timeout: float) -> bool:
-    """Whether every process of the group ``pgid`` (a driver, its JVM, their Python
-    workers) is gone within ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+def signal_group(job: Job, sig: int) -> int:
+    """Send ``sig`` to every process of ``job``'s group, as a terminal or systemd does;
+    the driver's exit status, once the whole group (its JVM, their Python workers) is
+    gone too."""
+    os.killpg(job.process.pid, sig)
+    status = job.wait(timeout=180)
+    deadline = time.monotonic() + 60
+    while True:
         try:
-            os.killpg(pgid, 0)
+            os.killpg(job.process.pid, 0)
         except ProcessLookupError:
-            return True
+            return status
+        assert time.monotonic() < deadline, f"the group outlived its driver:\n{job.tail()}"
         time.sleep(0.5)
-    return False
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
@@ -402,9 +405,7 @@ def test_a_stop_signal_to_the_jobs_whole_process_group_stops_it_cleanly(tmp_path
     job = local_job(route_command(Path(lake.root), "--trigger", "1 second"), tmp_path / "job.log")
     try:
         assert job.wait_for(lambda out: "batch 0:" in out, timeout=300), job.tail()
-        os.killpg(job.process.pid, sig)
-        assert job.wait(timeout=180) == 0, job.tail()
-        assert group_ended(job.process.pid, timeout=60)
+        assert signal_group(job, sig) == 0, job.tail()
     finally:
         job.kill()
     output = job.output()
@@ -423,9 +424,7 @@ def test_ctrl_c_inside_a_run_stops_it_in_one_line_and_the_next_run_resumes(tmp_p
     first = local_job(command, tmp_path / "first.log")
     try:
         assert first.wait_for(lambda out: "batch 1:" in out, timeout=300), first.tail()
-        os.killpg(first.process.pid, signal.SIGINT)
-        assert first.wait(timeout=180) == 130, first.tail()
-        assert group_ended(first.process.pid, timeout=60)
+        assert signal_group(first, signal.SIGINT) == 130, first.tail()
     finally:
         first.kill()
     output = first.output()

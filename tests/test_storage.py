@@ -357,7 +357,6 @@ def test_a_large_batch_appends_its_queue_rows_from_their_plan(
     assert_df_equality(
         storage.pending(spark).orderBy("message_id"),
         pending_in_delta(spark, lake).orderBy("message_id"),
-        ignore_nullable=True,
     )
 
 

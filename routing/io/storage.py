@@ -917,12 +917,8 @@ class DeltaStorage:
 
     def _read_delta(self, spark: SparkSession, version: int | None = None) -> DataFrame:
         """The PENDING rows in Delta, at ``version`` (default the latest)."""
-        reader = spark.read.format("delta")
-        if version is not None:
-            reader = reader.option("versionAsOf", version)
-        # conformed: a table written before a column existed (property_types) lacks it
-        return conform(
-            reader.load(self.lake.queue_messages).where(_in_pending()), schemas.QUEUE_MESSAGE
+        return read_table(spark, self.lake.queue_messages, schemas.QUEUE_MESSAGE, version).where(
+            _in_pending()
         )
 
     def _read_carried(self, spark: SparkSession, version: int) -> CarriedPending:
