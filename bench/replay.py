@@ -2,7 +2,8 @@
 
 Each replay runs as its own process (``python -m jobs.replay``) on a fresh lake, the
 way a user runs it, so its figures include the session start; the marginal
-throughput ``(T(1M) - T(100k)) / 900k`` cancels it. Peak memory is the largest
+throughput ``(T(1M) - T(100k)) / 900k`` cancels it, and is set against the single-process
+router's (:mod:`bench.single_process`) over the same logs. Peak memory is the largest
 proportional set size of the job's whole process tree (Python driver, JVM, Python workers)
 sampled every 0.5 s. Latency: ``jobs.route`` runs continuously with a 1 s trigger
 while a producer appends 120 rows to an address table every second
@@ -25,7 +26,7 @@ from pathlib import Path
 import numpy as np
 from deltalake import write_deltalake
 
-from bench import CONF, ROOT, Figure, marginal_figures
+from bench import CONF, ROOT, Figure, marginal_figures, single_process
 from bench.process import Run, run_job
 from bench.storage import message_table
 from bench.watch import QueueWatcher
@@ -139,9 +140,11 @@ def run(spark, scale: float) -> list[Figure]:
     figures: list[Figure] = []
     try:
         times: dict[int, float] = {}
+        single: dict[int, float] = {}
         peaks: dict[int, int] = {}
         for size in (max(1000, int(s * scale)) for s in SIZES):
             log = write_log(workdir / f"demo-{size}.parquet", size)
+            single[size] = single_process.timed(CONF, ["--log", str(log)], workdir).seconds
             done = replay(log, workdir / f"lake-{size}")
             seconds, output = done.seconds, done.output
             times[size], peaks[size] = seconds, done.peak_pss
@@ -161,7 +164,7 @@ def run(spark, scale: float) -> list[Figure]:
             figures.append(Figure("  messages/s incl. session start", size / seconds, "msg/s"))
             figures += _phases(output)
             shutil.rmtree(workdir / f"lake-{size}", ignore_errors=True)
-        figures += marginal_figures(times, 60_000)
+        figures += marginal_figures(times, 60_000, single)
         large = max(times)
         peak_gib = peaks[large] / 2**30
         figures.append(

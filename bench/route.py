@@ -5,7 +5,8 @@ Each lake holds the demo workload's input tables (``jobs.demo`` traffic loaded b
 so the figures include the JVM start, the query start and the writes:
 
 - the wall time on a ten-message lake (JVM start included);
-- the marginal throughput ``(T(1M) - T(100k)) / 900k``, which cancels the fixed costs;
+- the marginal throughput ``(T(1M) - T(100k)) / 900k``, which cancels the fixed costs,
+  against the single-process router's (:mod:`bench.single_process`) on the same lakes;
 - the scaling from one core to two: 300k messages with ``local[1]`` against ``local[2]``,
   and ``local[1]`` pinned to one CPU (``taskset``): ``local[1]`` runs one task at a time,
   but the Python workers it feeds, the JIT compiler, the garbage collector and the
@@ -25,7 +26,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from bench import CONF, Figure, marginal_figures
+from bench import CONF, Figure, marginal_figures, single_process
 from bench.process import Run, run_job
 from jobs.demo import write_log
 from jobs.replay import load_logs
@@ -69,11 +70,14 @@ def run(spark: SparkSession, scale: float) -> list[Figure]:
             Figure("ten-message lake, wall (JVM start included)", ten, "s", "< 10 s", ten < 10)
         )
 
-        times = {}
+        times, single = {}, {}
         for size in (max(1000, int(s * scale)) for s in SIZES):
-            times[size] = route(input_lake(spark, workdir, size), workdir).seconds
+            lake = input_lake(spark, workdir, size)
+            single[size] = single_process.timed(CONF, ["--lake", str(lake)], workdir).seconds
+            times[size] = route(lake, workdir).seconds
             figures.append(Figure(f"{size:,} messages, wall", times[size], "s"))
-        figures += marginal_figures(times, 65_000)
+            figures.append(Figure("  the single-process router", single[size], "s"))
+        figures += marginal_figures(times, 65_000, single)
 
         size = max(1000, int(SCALING * scale))
         lake = input_lake(spark, workdir, size)

@@ -15,6 +15,9 @@ mix and the same number of messages:
 - **competing consumers**: ``work`` with 4 anycast queues and ``jobs`` with 4, two of them
   filtered (``kind = 'a'``, ``kind = 'b'``), every message acknowledged on the queue its
   turn gave it. Against ``work`` and ``jobs`` with one queue each.
+- **marginal throughput**: the many-address and the anycast-group shapes are also routed
+  with a tenth of the messages; the job's marginal throughput between the two sizes is
+  set against the single-process router's (:mod:`bench.single_process`) on the same lakes.
 - **backlog**: a batch of new messages and their acknowledgements behind ``N`` PENDING
   messages in one queue (routed first, not timed), against the same batch behind as many
   PENDING messages as it has.
@@ -42,7 +45,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
-from bench import Figure
+from bench import Figure, marginal
 from bench.process import Run, run_job
 from bench.single_process import written_counts
 from jobs.demo import LOG, START
@@ -58,6 +61,9 @@ BACKLOG = 1_000_000
 """PENDING messages the backlog shape's batch comes behind, at scale 1."""
 BATCH = 10_000
 """Messages of the backlog shape's timed batch (not scaled)."""
+MARGINAL = 10
+"""The marginal throughput of a shape is measured from ``messages / MARGINAL`` messages to
+``messages`` (100k to 1M at ``--messages 1000000``)."""
 PER_SERVICE = 20
 """Addresses per service of the many-address shape (``svc.S.A``)."""
 TARGET_RATIO = 1.3
@@ -383,13 +389,31 @@ def run(spark: SparkSession, scale: float) -> list[Figure]:
     return figures
 
 
+def _marginal(name: str, routed: dict[int, Routed]) -> list[Figure]:
+    """The job's marginal throughput between the two sizes of ``routed`` (messages: run)
+    against the single process's on the same lakes."""
+    small, large = sorted(routed)
+    title = f"marginal throughput ({large:,} - {small:,}), {name}"
+    if any(r.run is None or r.single is None for r in routed.values()):
+        return [Figure(f"{title}: a run FAILED", float("nan"), "", "", False)]
+    job = marginal({n: r.run.seconds for n, r in routed.items() if r.run})
+    single = marginal({n: r.single.seconds for n, r in routed.items() if r.single})
+    return [
+        Figure(title, job, "msg/s"),
+        Figure("  against the single process's", job / single, "x", ">= 3x", job / single >= 3),
+    ]
+
+
 def many_address_figures(
     spark: SparkSession, work: Path, addresses: int, messages: int
 ) -> list[Figure]:
     (reference,) = route(spark, work, [many_addresses(10, messages)], single=True)
     (shape,) = route(spark, work, [many_addresses(addresses, messages)], single=True)
+    small = messages // MARGINAL
+    (smaller,) = route(spark, work, [many_addresses(addresses, small)], single=True)
     return [
         *_ratio(f"{messages:,} messages, {addresses:,} addresses against 10", shape, reference),
+        *_marginal(f"{addresses:,} addresses", {small: smaller, messages: shape}),
         Figure(
             f"  code generation fallbacks at {addresses:,} addresses",
             shape.fallbacks,
@@ -404,8 +428,11 @@ def many_address_figures(
 def competing_figures(spark: SparkSession, work: Path, messages: int) -> list[Figure]:
     (reference,) = route(spark, work, [competing_consumers(messages, grouped=False)], single=True)
     (shape,) = route(spark, work, [competing_consumers(messages, grouped=True)], single=True)
+    small = messages // MARGINAL
+    (smaller,) = route(spark, work, [competing_consumers(small, grouped=True)], single=True)
     return [
         *_ratio(f"{messages:,} messages, anycast groups of 4 against 1", shape, reference),
+        *_marginal("anycast groups of 4", {small: smaller, messages: shape}),
         _none_rejected(shape, reference),
     ]
 
