@@ -262,7 +262,11 @@ def read_events(spark: SparkSession, slices: Sequence[Row]) -> DataFrame:
             .parquet(*[p.location for p in pieces])
             .withColumns(
                 {
-                    "_parent": F.url_decode(F.regexp_extract(path, r"([^/]+)/[^/]+$", 1)),
+                    # the folder's name by two splits, not a regular expression: its
+                    # unanchored search tried every position of the path, for every row
+                    "_parent": F.url_decode(
+                        F.substring_index(F.substring_index(path, "/", -2), "/", 1)
+                    ),
                     "_file_name": F.col("_metadata.file_name"),
                     POSITION["row"]: F.col("_metadata.row_index"),
                 }
