@@ -12,9 +12,9 @@ tests (``tests/filter_oracle.py``), a port of Artemis's. Not handled, as neither
 nor the shapes have them: queues auto-created for an address (``auto-create-queues``),
 send-to-dla-on-no-route, producers' ``to_queue``, ``--as-of``, and bad message rows.
 :func:`queue_counts` of its ``queue_messages`` equal the job's on the demo and every shape
-(``tests/test_shapes.py``; ``bench.shapes`` and ``bench.route`` check them).
+(``tests/test_shapes.py``; ``bench.shapes`` checks them on the shapes).
 
-    python -m bench.single_process --conf broker.xml --lake lake [--log log.parquet ...] [--out DIR]
+    python -m bench.single_process --conf broker.xml (--lake LAKE | --log LOG ...) [--out DIR]
 """
 
 from __future__ import annotations
