@@ -103,7 +103,7 @@ class Router:
         them; at the end the clock is the latest event time."""
         clock = None
         for event in sorted(events, key=Event.order):
-            self._expire_until(event.at, inclusive=event.rank > SEND)
+            self._expire_until(event.at, inclusive=event.rank > EXPIRE)
             clock = event.at
             if event.rank == SEND:
                 self.send(event.row, event.at)
