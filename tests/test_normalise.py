@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
 from routing.plan import schemas
-from routing.plan.normalise import EVENT_SCHEMA, normalise
+from routing.plan.normalise import EVENT_SCHEMA, normalise, untyped_property
 from tests.frames import assert_rows_equal
 from tests.gateway import sent_commands
 
@@ -105,6 +105,18 @@ TYPED_CASES = [
     # the first entry by key names the reason
     ({"n": "1"}, {"b": "int", "a": "long"}, "'a' is typed long but the message has no such"),
     ({"n": "1"}, {"m": "long"}, "property_types: 'm' is typed long but the message has no such"),
+    # more entries than are checked one by one: the rest of the row is checked all the same
+    (
+        {k: "1" for k in "abcdef"},
+        {**{k: "long" for k in "abcde"}, "f": "byte"},
+        None,
+    ),
+    (
+        {**{k: "1" for k in "abcde"}, "f": "x"},
+        {**{k: "long" for k in "abcde"}, "f": "byte"},
+        "property_types: 'f' is typed byte but its value 'x' does not read as one",
+    ),
+    ({"b": "s", "d": "x"}, {"a": None, "b": "string", "c": None, "d": "long"}, "'d' is typed long"),
 ]
 
 
@@ -125,10 +137,15 @@ def test_property_types_are_checked(spark, tmp_path, properties, types, reason):
     )
     rows, _ = read(spark, tmp_path, table)
     (found,) = normalise(rows, "addresses/orders").select("error").collect()
+    # the plain path: every row's entries through one lambda
+    (plain,) = rows.select(
+        untyped_property(F.col("properties"), F.col("property_types"), unrolled=0)
+    ).collect()
     if reason is None:
         assert found.error is None
     else:
         assert found.error is not None and reason in found.error, found.error
+    assert plain[0] == found.error
 
 
 def test_a_well_typed_message_table_passes_through_unchanged(spark, tmp_path):

@@ -34,7 +34,7 @@ import json
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import cache, lru_cache, reduce
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
@@ -63,7 +63,6 @@ from pyspark.sql.types import (
 from routing.broker import layout
 from routing.broker.properties import INTEGRAL_RANGES, PROPERTY_TYPES, TEXT_PATTERNS
 from routing.plan import schemas
-from routing.plan._columns import literal_map
 
 EVENT = pa.schema(
     [
@@ -291,52 +290,43 @@ def coerce(
     return failed(f"{spelled} cannot be read as {arrow_name(target)}")
 
 
-def untyped_property(properties: Column, types: Column) -> Column:
+UNROLLED_TYPED_ENTRIES = 4
+"""How many entries of a row's ``property_types`` :func:`untyped_property` checks as plain
+expressions, which Spark compiles to code; a row with more takes a lambda over its entries,
+which Spark interprets (higher-order functions generate no code). Producers type a few
+numbers a message; 0 sends every row through the lambda (the plain path)."""
+
+
+def untyped_property(
+    properties: Column, types: Column, *, unrolled: int = UNROLLED_TYPED_ENTRIES
+) -> Column:
     """Why a row's ``property_types`` cannot be (null if it can): the first entry, in key
     order, that names a type SPEC §3.1 does not know, or a property the row does not have,
     or whose property's text does not read as its type (:mod:`routing.broker.properties`).
     A null type is no type (the property is untyped); a typed null value is null.
 
-    Each row is first asked whether any entry is wrong; only a wrong row builds its reason
-    (sorting, quoting: a few microseconds a row, most of normalising a typed table).
+    Each row is first asked whether any entry is wrong, entry by entry for its first
+    ``unrolled`` entries (:data:`UNROLLED_TYPED_ENTRIES`); only a wrong row builds its
+    reason (sorting, quoting: a few microseconds a row, most of normalising a typed table).
     """
-    patterns = {kind: f"\\A(?:{text})\\z" for kind, text in TEXT_PATTERNS.items()}
-    low = {kind: bounds[0] for kind, bounds in INTEGRAL_RANGES.items()}
-    high = {kind: bounds[1] for kind, bounds in INTEGRAL_RANGES.items()}
-    digits = {kind: len(str(bounds[1])) for kind, bounds in INTEGRAL_RANGES.items()}
     known = ", ".join(PROPERTY_TYPES)
 
-    def faults(entry: Column) -> tuple[Column, Column, Column, Column]:
+    def faults(name: Column, kind: Column) -> tuple[Column, Column, Column, Column]:
         """Whether the entry names an unknown type, a missing property, unreadable text;
         and the text."""
-        name, kind = entry["key"], entry["value"]
         text = F.try_element_at(properties, name)
-        pattern = literal_map(patterns)[kind]
-        # parsing a number costs microseconds: only text long enough to be out of range
-        # is parsed (a long too large for a bigint is null, out of range)
-        out_of_range = (F.length(text) >= literal_map(digits, "int")[kind]) & ~F.coalesce(
-            text.try_cast("bigint").between(
-                literal_map(low, "bigint")[kind], literal_map(high, "bigint")[kind]
-            ),
-            F.lit(False),
-        )
-        readable = (
-            text.isNull()
-            | pattern.isNull()
-            | (F.regexp_like(text, pattern) & ~F.coalesce(out_of_range, F.lit(False)))
-        )
         typed = kind.isNotNull()
         unknown = typed & ~kind.isin(*PROPERTY_TYPES)
         missing = typed & ~F.map_contains_key(properties, name)
-        return unknown, missing, typed & ~readable, text
+        return unknown, missing, typed & ~(text.isNull() | _reads_as(text, kind)), text
 
-    def wrong(entry: Column) -> Column:
-        unknown, missing, unreadable, _ = faults(entry)
+    def wrong(name: Column, kind: Column) -> Column:
+        unknown, missing, unreadable, _ = faults(name, kind)
         return unknown | missing | unreadable
 
     def problem(entry: Column) -> Column:
         name, kind = entry["key"], entry["value"]
-        unknown, missing, unreadable, text = faults(entry)
+        unknown, missing, unreadable, text = faults(name, kind)
         typed = F.concat(py_repr(name), F.lit(" is typed "), kind)
         return (
             F.when(
@@ -362,11 +352,39 @@ def untyped_property(properties: Column, types: Column) -> Column:
         )
 
     entries = F.map_entries(types)
+    any_wrong = F.exists(entries, lambda entry: wrong(entry["key"], entry["value"]))
+    if unrolled > 0:
+        names, kinds = F.map_keys(types), F.map_values(types)
+        each = [
+            F.when(F.size(types) > i, wrong(names[i], kinds[i])).otherwise(F.lit(False))
+            for i in range(unrolled)
+        ]
+        any_wrong = F.when(F.size(types) <= unrolled, reduce(Column.__or__, each)).otherwise(
+            any_wrong
+        )
     problems = F.filter(F.transform(F.array_sort(entries), problem), lambda p: p.isNotNull())
-    return F.when(
-        F.exists(entries, wrong),
-        F.concat(F.lit("property_types: "), F.element_at(problems, 1)),
-    )
+    return F.when(any_wrong, F.concat(F.lit("property_types: "), F.element_at(problems, 1)))
+
+
+def _reads_as(text: Column, kind: Column) -> Column:
+    """``text`` reads as a value of type ``kind`` (true for a string or an unknown type):
+    one branch per type, each with its pattern a literal, compiled once (a pattern that
+    is a column's value is compiled again whenever it changes)."""
+    branches = []
+    for name, pattern in TEXT_PATTERNS.items():
+        matches = F.regexp_like(text, F.lit(f"\\A(?:{pattern})\\z"))
+        if name in INTEGRAL_RANGES:
+            low, high = INTEGRAL_RANGES[name]
+            # parsing a number costs microseconds: only text long enough to be out of
+            # range is parsed (a long too large for a bigint is null, out of range)
+            in_range = (F.length(text) < len(str(high))) | F.coalesce(
+                text.try_cast("bigint").between(F.lit(low), F.lit(high)), F.lit(False)
+            )
+            matches = matches & in_range
+        branches.append((kind == name, matches))
+    (condition, value), *others = branches
+    reads = reduce(lambda chain, branch: chain.when(*branch), others, F.when(condition, value))
+    return reads.otherwise(F.lit(True))
 
 
 def misplaced(address: Column, source: Column, expected: Column) -> Column:
