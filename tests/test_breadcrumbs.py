@@ -23,11 +23,12 @@ from routing.plan.breadcrumbs import (
     ORIG_MESSAGE_ID,
     ORIG_QUEUE,
     ORIG_ROUTING_TYPE,
-    breadcrumb_types,
+    breadcrumb_types_native,
     breadcrumb_types_py,
     rebuild_breadcrumbs,
     rebuild_breadcrumbs_native,
     rebuild_breadcrumbs_py,
+    rebuild_typed_breadcrumbs,
 )
 from routing.plan.breadcrumbs import _rebuild_arrow as rebuild_arrow_batch
 
@@ -537,45 +538,99 @@ def test_types_follow_the_history_and_type_the_new_breadcrumbs():
     }
 
 
+_TYPED_CASES = st.lists(
+    st.tuples(
+        _chain(max_hops=1),
+        st.one_of(
+            st.none(),
+            st.dictionaries(
+                st.sampled_from([A, Q, M, RT, f"{A}_0", "n", "x"]),
+                st.sampled_from([None, "long", "string", "short"]),
+            ),
+        ),
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+def _typed_steps(cases: list[Any]) -> list[tuple[Props | None, Props | None, Hop]]:
+    return [
+        (props, types, hops[0] if hops else ("a", "q", 1, None))
+        for (props, _, hops), types in cases
+    ]
+
+
+@settings(max_examples=150, deadline=None)
+@given(_TYPED_CASES)
+def test_arrow_kernel_types_equal_the_reference_without_spark(cases):
+    """The kernel's types (:func:`rebuild_typed_breadcrumbs`' pass) equal
+    :func:`breadcrumb_types_py`, over the rebuilt maps equal to the reference's."""
+    steps = _typed_steps(cases)
+    batch = _arrow_batch([(props, hop) for props, _, hop in steps])
+    types = pa.array([_entries(t) for _, t, _ in steps], pa.map_(STRING, STRING))
+    rebuilt, typed = rebuild_arrow_batch(*batch, types)
+    for (props, kinds, hop), found, found_types in zip(
+        steps, _as_entries(rebuilt), typed.to_pylist(), strict=True
+    ):
+        expected = rebuild_breadcrumbs_py(props, *hop)
+        assert found == list(expected.items())
+        assert dict(found_types) == breadcrumb_types_py(props, kinds, expected, hop[3])
+
+
+def test_arrow_kernel_types_ignore_entries_behind_a_null_map():
+    """A null types map spanning child entries types nothing; a sliced batch reads right."""
+    types = pa.MapArray.from_arrays(
+        pa.array([0, 1, 2, 3], pa.int32()),
+        pa.array(["k", "k", "k"]),
+        pa.array(["long", "short", "string"]),
+        mask=pa.array([False, True, False]),
+    )
+    props = pa.array([[("k", "1")]] * 3, pa.map_(STRING, STRING))
+    hops = _arrow_batch([(None, ("X", "q", i, None)) for i in range(3)])[1:]
+    _, typed = rebuild_arrow_batch(props, *hops, types)
+    assert [dict(t).get("k") for t in typed.to_pylist()] == ["long", None, "string"]
+    _, tail = rebuild_arrow_batch(props[1:], *[h[1:] for h in hops], types[1:])
+    assert [dict(t).get("k") for t in tail.to_pylist()] == [None, "string"]
+
+
 @settings(
     max_examples=8,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(
-    st.lists(
-        st.tuples(
-            _chain(max_hops=1),
-            st.dictionaries(
-                st.sampled_from([A, Q, M, RT, "n", "x"]),
-                st.sampled_from([None, "long", "string", "short"]),
-            ),
-        ),
-        min_size=1,
-        max_size=12,
-    )
-)
+@given(_TYPED_CASES)
 def test_types_in_spark_equal_the_reference(spark, cases):
-    """:func:`breadcrumb_types` over the rebuilt maps equals :func:`breadcrumb_types_py`."""
-    rows = []
-    for (props, _clean, hops), types in cases:
-        hop = hops[0] if hops else ("a", "q", 1, None)
-        rebuilt = rebuild_breadcrumbs_py(props, *hop)
-        rows.append((_entries(props), _entries(types), _entries(rebuilt), hop[3]))
+    """:func:`rebuild_typed_breadcrumbs` (the job's) and :func:`breadcrumb_types_native`
+    over the rebuilt maps equal :func:`breadcrumb_types_py`."""
+    steps = _typed_steps(cases)
+    rows = [
+        (_entries(props), _entries(types), _entries(rebuild_breadcrumbs_py(props, *hop)), *hop)
+        for props, types, hop in steps
+    ]
     frame = spark.createDataFrame(
         rows,
         "p array<struct<k:string,v:string>>, t array<struct<k:string,v:string>>, "
-        "r array<struct<k:string,v:string>>, rt string",
+        "r array<struct<k:string,v:string>>, address string, queue string, id long, rt string",
     ).select(
         *[F.map_from_entries(c).alias(c) for c in ("p", "t", "r")],
+        "address",
+        "queue",
+        "id",
         "rt",
         F.monotonically_increasing_id().alias("i"),
     )
-    got = frame.select("i", F.map_entries(breadcrumb_types("p", "t", "r", "rt")).alias("out"))
-    by_row = {r.i: {e["key"]: e["value"] for e in r.out} for r in got.collect()}
-    for ((props, _clean, hops), types), (_, found) in zip(
-        cases, sorted(by_row.items()), strict=True
-    ):
-        hop = hops[0] if hops else ("a", "q", 1, None)
+    typed = rebuild_typed_breadcrumbs("p", "t", "address", "queue", "id", "rt")
+    got = frame.select(
+        "i",
+        F.map_entries(breadcrumb_types_native("p", "t", "r", "rt")).alias("native"),
+        F.map_entries(typed["properties"]).alias("rebuilt"),
+        F.map_entries(typed["property_types"]).alias("udf"),
+    )
+    found = sorted(got.collect(), key=lambda r: r.i)
+    for (props, types, hop), row in zip(steps, found, strict=True):
         rebuilt = rebuild_breadcrumbs_py(props, *hop)
-        assert found == breadcrumb_types_py(props, types, rebuilt, hop[3]), (props, types, hop)
+        expected = breadcrumb_types_py(props, types, rebuilt, hop[3])
+        assert [(e["key"], e["value"]) for e in row.rebuilt] == list(rebuilt.items())
+        for impl in ("native", "udf"):
+            assert {e["key"]: e["value"] for e in row[impl]} == expected, (impl, props, types)

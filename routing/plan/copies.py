@@ -4,15 +4,15 @@ Follows Artemis's ``DivertImpl`` and ``QueueImpl.makeCopy``/``move`` with the SP
 breadcrumb history (§5.4–§5.6):
 
 - a new ``message_id`` from :func:`routing.plan.ids.copy_id` (parent id + hop);
-- the breadcrumb map rebuilt by the one vectorized UDF
-  (:func:`routing.plan.breadcrumbs.rebuild_breadcrumbs`), ``_AMQ_ORIG_QUEUE`` = the queue
-  or divert left (none for send-to-dla-on-no-route);
+- the breadcrumb map and its types rebuilt by the one vectorized UDF
+  (:func:`routing.plan.breadcrumbs.rebuild_typed_breadcrumbs`), ``_AMQ_ORIG_QUEUE`` = the
+  queue or divert left (none for send-to-dla-on-no-route);
 - diverts keep the expiration and set the routing type per ``routing-type``;
   every other copy clears the expiration and takes as routing type the
   ``_AMQ_ORIG_ROUTING_TYPE`` of the message it copies (null when it has none);
 - ``sent_at`` is when the copy was made;
 - ``property_types`` are the parent's, the breadcrumbs typed (SPEC §3.1):
-  :func:`routing.plan.breadcrumbs.breadcrumb_types`.
+  :func:`routing.plan.breadcrumbs.breadcrumb_types_py` says how.
 """
 
 from __future__ import annotations
@@ -25,11 +25,13 @@ from pyspark.sql import functions as F
 from routing.broker.config import ROUTING_TYPES
 from routing.broker.properties import LONG
 from routing.plan import schemas
-from routing.plan.breadcrumbs import ORIG_ROUTING_TYPE, breadcrumb_types, rebuild_breadcrumbs
+from routing.plan.breadcrumbs import ORIG_ROUTING_TYPE, rebuild_typed_breadcrumbs
 from routing.plan.ids import copy_id
 
 ACTUAL_EXPIRY = "_AMQ_ACTUAL_EXPIRY"
-_REBUILT, _TYPES = "_rebuilt", "_types"  # the copy's properties and their types, made first
+# the copy's properties and their types (rebuilt together, then as the copy keeps them),
+# made first
+_REBUILT, _PROPERTIES, _TYPES = "_rebuilt", "_properties", "_types"
 
 
 def valid_routing_type(value: Column) -> Column:
@@ -76,9 +78,16 @@ def make_copies(
     queue = target_queue if target_queue is not None else F.lit(None).cast("string")
     # the columns are built once, here: a transform kept by its caller (the router keeps
     # its own) is applied pass after pass without rebuilding them (py4j calls)
-    properties = rebuild_breadcrumbs(
-        F.col("properties"), F.col("address"), left, F.col("message_id"), F.col("routing_type")
+    typed_copy = rebuild_typed_breadcrumbs(
+        F.col("properties"),
+        F.col("property_types"),
+        F.col("address"),
+        left,
+        F.col("message_id"),
+        F.col("routing_type"),
     )
+    rebuilt = F.col(_REBUILT)
+    properties, types = rebuilt["properties"], rebuilt["property_types"]
     if actual_expiry is not None:
         # a message expiring a second time replaces its _AMQ_ACTUAL_EXPIRY
         properties = F.when(
@@ -88,9 +97,6 @@ def make_copies(
                 F.create_map(F.lit(ACTUAL_EXPIRY), actual_expiry.cast("string")),
             ),
         ).otherwise(properties)
-    types = breadcrumb_types(
-        F.col("properties"), F.col("property_types"), F.col(_REBUILT), F.col("routing_type")
-    )
     if actual_expiry is not None:
         types = F.when(
             actual_expiry.isNotNull(),
@@ -107,7 +113,7 @@ def make_copies(
         "routing_type": routing_type if routing_type is not None else original_routing_type(),
         "sent_at": at,
         "expiration": F.col("expiration") if keep_expiration else F.lit(None).cast("timestamp"),
-        "properties": F.col(_REBUILT),
+        "properties": F.col(_PROPERTIES),
         "property_types": F.col(_TYPES),
         "copy_reason": reason,
         "to_queue": queue,
@@ -115,12 +121,14 @@ def make_copies(
     message = [new[c].alias(c) if c in new else F.col(c) for c in schemas.MESSAGE.names]
 
     def transform(rows: DataFrame) -> DataFrame:
-        # every new value is computed from the parent's columns, the types from the rebuilt
-        # properties beside them, before the copy's columns are named: in the select that
-        # names them, "properties" and "routing_type" would be the copy's (Spark resolves
-        # a name to an alias made earlier in the same select list, in a lambda at least)
+        # the rebuilt maps are computed from the parent's columns before the copy's columns
+        # are named: in the select that names them, "properties" and "routing_type" would
+        # be the copy's (Spark resolves a name to an alias made earlier in the same select
+        # list, in a lambda at least)
         others = [c for c in rows.columns if c not in schemas.MESSAGE.names]
-        rebuilt = rows.withColumn(_REBUILT, properties).withColumn(_TYPES, types)
-        return rebuilt.select(*message, *others)
+        rebuilt = rows.withColumn(_REBUILT, typed_copy)
+        return rebuilt.withColumns({_PROPERTIES: properties, _TYPES: types}).select(
+            *message, *others
+        )
 
     return transform
