@@ -31,10 +31,13 @@ Decisions where the SPEC is silent:
 - Maps have unique keys (Spark guarantees it); duplicated keys are not handled.
 
 Three implementations of the rule, equal entry for entry (tests/test_breadcrumbs.py):
-:func:`rebuild_breadcrumbs` (the Arrow UDF the job uses, vectorized over the
-Arrow map buffers), :func:`rebuild_breadcrumbs_py` (the plain-Python
-reference) and :func:`rebuild_breadcrumbs_native` (Spark higher-order
-functions only; the benchmark's yardstick, bench/breadcrumbs.py).
+:func:`rebuild_breadcrumbs` (the Arrow UDF, vectorized over the Arrow map
+buffers), :func:`rebuild_breadcrumbs_py` (the plain-Python reference) and
+:func:`rebuild_breadcrumbs_native` (Spark higher-order functions only; the
+benchmark's yardstick, bench/breadcrumbs.py). The copy's ``property_types``
+likewise: :func:`breadcrumb_types_py` and :func:`breadcrumb_types_native`. The
+job makes both maps in one pass of the Arrow kernel,
+:func:`rebuild_typed_breadcrumbs`.
 
 .. note:: Evolving
 """
@@ -158,8 +161,9 @@ def breadcrumb_types_py(
     rebuilt: dict[str, str | None],
     orig_routing_type: str | None,
 ) -> dict[str, str]:
-    """The copy's ``property_types`` (the reference of :func:`breadcrumb_types`): a
-    breadcrumb it gets its type of :data:`BREADCRUMB_TYPES`, a value moved to ``_N`` the
+    """The copy's ``property_types`` (the reference of :func:`rebuild_typed_breadcrumbs`
+    and :func:`breadcrumb_types_native`): a breadcrumb it gets its type of
+    :data:`BREADCRUMB_TYPES`, a value moved to ``_N`` the
     type it had, any other property its own; untyped ones have no entry.
 
     :param properties: the copied message's properties; ``property_types`` their types.
