@@ -163,8 +163,8 @@ def breadcrumb_types_py(
 ) -> dict[str, str]:
     """The copy's ``property_types`` (the reference of :func:`rebuild_typed_breadcrumbs`
     and :func:`breadcrumb_types_native`): a breadcrumb it gets its type of
-    :data:`BREADCRUMB_TYPES`, a value moved to ``_N`` the
-    type it had, any other property its own; untyped ones have no entry.
+    :data:`BREADCRUMB_TYPES`, a value moved to ``_N`` the type it had, any other property
+    its own; untyped ones have no entry.
 
     :param properties: the copied message's properties; ``property_types`` their types.
     :param rebuilt: the copy's properties (:func:`rebuild_breadcrumbs_py`).
@@ -346,8 +346,9 @@ def _lookup(maps: pa.Array, rows: np.ndarray, names: pa.Array) -> pa.Array:
     base, end = int(offsets[0]), int(offsets[-1])
     keys = maps.keys.slice(base, end - base)
     items = maps.items.slice(base, end - base)
-    entry_row = np.repeat(np.arange(len(maps), dtype=np.int64), np.diff(offsets))
-    live = np.repeat(maps.is_valid().to_numpy(zero_copy_only=False), np.diff(offsets))
+    lengths = np.diff(offsets)
+    entry_row = np.repeat(np.arange(len(maps), dtype=np.int64), lengths)
+    live = np.repeat(maps.is_valid().to_numpy(zero_copy_only=False), lengths)
     if not live.any() or len(rows) == 0:
         return pa.nulls(len(rows), items.type)
     vocabulary = pc.unique(keys)

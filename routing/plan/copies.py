@@ -97,7 +97,6 @@ def make_copies(
                 F.create_map(F.lit(ACTUAL_EXPIRY), actual_expiry.cast("string")),
             ),
         ).otherwise(properties)
-    if actual_expiry is not None:
         types = F.when(
             actual_expiry.isNotNull(),
             F.map_concat(
