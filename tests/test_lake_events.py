@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import shutil
 
 import pyarrow as pa
 import pytest
@@ -103,6 +104,25 @@ def test_every_input_table_in_one_stream(spark, tmp_path, source):
     move = next(r for r in rows if r.source == "management")
     assert (move.op, move.queue, move.to_queue, move.error) == ("MOVE", "q", "r", None)
     assert all(r.error is None and r.raw is None for r in rows)
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_two_tables_whose_files_share_names_are_each_read_once(spark, tmp_path, source):
+    # a table copied to another address's folder: the same data files, by name
+    lake = Lake.at(tmp_path)
+    send(lake, "orders", (1, 0), (2, 10))
+    shutil.copytree(lake.address_table("orders"), lake.address_table("archive"))
+    send(lake, "notices", (3, 5))
+    rows = [r for b in run(spark, lake, str(tmp_path / "ck"), source=source) for r in b]
+    assert sorted((r.source, r.message_id) for r in rows) == [
+        ("addresses/archive", 1),
+        ("addresses/archive", 2),
+        ("addresses/notices", 3),
+        ("addresses/orders", 1),
+        ("addresses/orders", 2),
+    ]
+    # the copy's rows name the address they were sent to, not the copy's
+    assert {r.source for r in rows if r.error} == {"addresses/archive"}
 
 
 def test_a_batch_knows_its_size_from_its_slices(spark, tmp_path):

@@ -204,15 +204,28 @@ def batch_as_of(slices: Sequence[Row], as_of: int | None) -> int | None:
     return as_of if as_of is None or cut >= UNBOUNDED else min(as_of, cut)
 
 
-_SLICE_KEY = ("_parent", "_file_name")
-"""What joins a row read to its slice: its file's folder and name (a table's files are
-named uniquely; two tables' files in one read are told apart by their folders)."""
+_FOLDER, _FILE_NAME = "_parent", "_file_name"
+
+
+def slice_key(locations: Sequence[str]) -> tuple[str, ...]:
+    """What joins a row read to its slice, for a read of the files at ``locations``: its
+    file's name, when no two of them share one (Delta and delta-rs name a data file
+    after a UUID); its file's folder and name otherwise (a table's files are named
+    uniquely, two tables' are told apart by their folders).
+
+    The folder is cut from each row's path (two splits and a URL decoding, row by row:
+    a fifth of the 1M demo's input query, docs/PERFORMANCE.md), so it is taken only
+    when the names do not tell the files apart."""
+    names = [PurePath(location).name for location in locations]
+    return (_FILE_NAME,) if len(set(names)) == len(names) else (_FOLDER, _FILE_NAME)
+
+
 _AFTER, _UPTO = "_after", "_upto"
 
 _SLICE_COLUMNS = StructType(
     [
-        StructField("_parent", StringType()),
-        StructField("_file_name", StringType()),
+        StructField(_FOLDER, StringType()),
+        StructField(_FILE_NAME, StringType()),
         StructField(TABLE, StringType()),
         StructField(TABLE_ADDRESS, StringType()),
         StructField(POSITION["version"], LongType()),
@@ -256,22 +269,26 @@ def read_events(spark: SparkSession, slices: Sequence[Row]) -> DataFrame:
             ],
             _SLICE_COLUMNS,
         )
-        path = F.col("_metadata.file_path")
+        locations = [p.location for p in pieces]
+        key = slice_key(locations)
+        position = {
+            _FILE_NAME: F.col("_metadata.file_name"),
+            POSITION["row"]: F.col("_metadata.row_index"),
+        }
+        if _FOLDER in key:
+            # the folder's name by two splits, not a regular expression: its
+            # unanchored search tried every position of the path, for every row
+            path = F.col("_metadata.file_path")
+            position[_FOLDER] = F.url_decode(
+                F.substring_index(F.substring_index(path, "/", -2), "/", 1)
+            )
+        else:
+            found = found.drop(_FOLDER)
         rows = (
             spark.read.schema(StructType.fromJson(json.loads(schema)))
-            .parquet(*[p.location for p in pieces])
-            .withColumns(
-                {
-                    # the folder's name by two splits, not a regular expression: its
-                    # unanchored search tried every position of the path, for every row
-                    "_parent": F.url_decode(
-                        F.substring_index(F.substring_index(path, "/", -2), "/", 1)
-                    ),
-                    "_file_name": F.col("_metadata.file_name"),
-                    POSITION["row"]: F.col("_metadata.row_index"),
-                }
-            )
-            .join(F.broadcast(found), list(_SLICE_KEY))
+            .parquet(*locations)
+            .withColumns(position)
+            .join(F.broadcast(found), list(key))
         )
         events = normalise_tables(rows, kind, keep=(_AFTER, _UPTO))
         time = F.unix_micros(F.col(KINDS[kind].time_column))
