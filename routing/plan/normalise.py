@@ -230,9 +230,18 @@ def _projections(
         columns.append(column.cast(field.dataType).alias(field.name))
     if not reasons:
         return tuple(columns), None
-    # raw in a second step: the first keeps the producer's columns and computes error once
-    originals = [F.col(name).alias(_RAW_PREFIX + name) for name in kept]
-    raw = _object([(name, F.col(_RAW_PREFIX + name), present[name]) for name in kept])
+    # raw in a second step: the first computes error once and keeps the producer's columns
+    # that it converted; one read as the SPEC types is its EVENT column, not a second copy
+    # (a row of the first step is written whole: it has lambdas, so no generated code)
+    targets = {f.name: f.dataType for f in from_arrow_schema(kind.schema).fields}
+    converted = [name for name in kept if not _same(present[name], targets[name])]
+    originals = [F.col(name).alias(_RAW_PREFIX + name) for name in converted]
+    raw = _object(
+        [
+            (name, F.col(_RAW_PREFIX + name if name in converted else name), present[name])
+            for name in kept
+        ]
+    )
     return (
         (*columns[:-1], *originals),
         (
