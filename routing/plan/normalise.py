@@ -197,16 +197,15 @@ def _projections(
     kind = KINDS[kind_key]
     source = F.col(TABLE)
     present = {f.name: f.dataType for f in schema.fields}
+    targets = {f.name: f.dataType for f in from_arrow_schema(kind.schema).fields}
     values: dict[str, Column] = {}
     reasons: list[Column] = []
-    for target in from_arrow_schema(kind.schema).fields:
-        if target.name not in present:
-            values[target.name] = F.lit(None).cast(target.dataType)
+    for name, target in targets.items():
+        if name not in present:
+            values[name] = F.lit(None).cast(target)
             continue
-        value, reason = coerce(
-            F.col(target.name), present[target.name], target.dataType, target.name
-        )
-        values[target.name] = value
+        value, reason = coerce(F.col(name), present[name], target, name)
+        values[name] = value
         if reason is not None:
             reasons.append(reason)
     if kind_key == layout.ADDRESSES:
@@ -233,7 +232,6 @@ def _projections(
     # raw in a second step: the first computes error once and keeps the producer's columns
     # that it converted; one read as the SPEC types is its EVENT column, not a second copy
     # (a row of the first step is written whole: it has lambdas, so no generated code)
-    targets = {f.name: f.dataType for f in from_arrow_schema(kind.schema).fields}
     converted = [name for name in kept if not _same(present[name], targets[name])]
     originals = [F.col(name).alias(_RAW_PREFIX + name) for name in converted]
     raw = _object(
