@@ -118,6 +118,22 @@ def composed(after: np.ndarray) -> np.ndarray:
     return prefix
 
 
+def from_each_position(masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per request, the binding it takes when its group starts the requests at each
+    position (-1: none), and the position after them all from each.
+
+    :param masks: rows x bindings booleans (at least one binding), rows in turn order.
+    :return: a rows x bindings array and a bindings array.
+    """
+    rows, width = masks.shape
+    if rows == 0:
+        return np.zeros((0, width), dtype=np.int64), np.arange(width)
+    taken, after = steps(masks)
+    prefix = composed(after)
+    found = np.vstack([np.arange(width), prefix[:-1]])  # the position each request finds
+    return np.take_along_axis(taken, found, axis=1), prefix[-1]
+
+
 def scan(masks: np.ndarray, start: int) -> tuple[np.ndarray, int]:
     """Chosen binding per row (-1: none) and the final position.
 
@@ -127,12 +143,8 @@ def scan(masks: np.ndarray, start: int) -> tuple[np.ndarray, int]:
     if width == 0:
         return np.full(rows, -1), start
     position = start % width
-    if rows == 0:
-        return np.full(0, -1), position
-    taken, after = steps(masks)
-    prefix = composed(after)
-    found = np.concatenate([[position], prefix[:-1, position]])  # the position each row finds
-    return taken[np.arange(rows), found], int(prefix[-1, position])
+    chosen, ends = from_each_position(masks)
+    return chosen[:, position], int(ends[position])
 
 
 def _masks(table: pa.Table) -> np.ndarray:
@@ -194,12 +206,7 @@ def _chunk_scans(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         rows, width = masks.shape
         group, number, start = (chunk.column(c)[0].as_py() for c in ("group", CHUNK, "start"))
         if width:
-            taken, after = steps(masks)
-            prefix = composed(after)
-            # the position each request finds, from each position the chunk starts at
-            found = np.vstack([np.arange(width), prefix[:-1]])
-            from_each = np.take_along_axis(taken, found, axis=1)
-            ends = prefix[-1]
+            from_each, ends = from_each_position(masks)
         else:
             from_each, ends = np.full((rows, 0), -1), np.zeros(0, np.int64)
         values = np.vstack([from_each, ends[None, :]]).astype(np.int32).reshape(-1)
