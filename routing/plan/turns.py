@@ -54,7 +54,7 @@ row has the ``position`` where the group ends (a scan's extra row without ``mess
 rotation's last request)."""
 
 CHUNK = "_chunk"
-"""A request's chunk of its group's turn order (:func:`in_chunks`)."""
+"""A request's chunk of its group's turn order (:func:`turns_in_chunks`)."""
 
 CHUNK_SCANS = StructType(
     [
@@ -122,12 +122,12 @@ def from_each_position(masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per request, the binding it takes when its group starts the requests at each
     position (-1: none), and the position after them all from each.
 
-    :param masks: rows x bindings booleans (at least one binding), rows in turn order.
+    :param masks: rows x bindings booleans, rows in turn order.
     :return: a rows x bindings array and a bindings array.
     """
     rows, width = masks.shape
-    if rows == 0:
-        return np.zeros((0, width), dtype=np.int64), np.arange(width)
+    if rows == 0 or width == 0:
+        return np.full((rows, width), -1), np.arange(width)
     taken, after = steps(masks)
     prefix = composed(after)
     found = np.vstack([np.arange(width), prefix[:-1]])  # the position each request finds
@@ -205,10 +205,7 @@ def _chunk_scans(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         masks = _masks(chunk)
         rows, width = masks.shape
         group, number, start = (chunk.column(c)[0].as_py() for c in ("group", CHUNK, "start"))
-        if width:
-            from_each, ends = from_each_position(masks)
-        else:
-            from_each, ends = np.full((rows, 0), -1), np.zeros(0, np.int64)
+        from_each, ends = from_each_position(masks)
         values = np.vstack([from_each, ends[None, :]]).astype(np.int32).reshape(-1)
         ids = chunk.column("message_id").combine_chunks().cast(pa.int64())
         yield pa.RecordBatch.from_arrays(
