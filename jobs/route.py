@@ -210,11 +210,11 @@ class BatchRunner:
         router = self._router()
         read = slices.collect()
         # a small batch runs interpreted, in one partition (session.SMALL_BATCH_CONF)
-        settings = SMALL_BATCH_CONF if small_batch(batch_rows(read)) else {}
+        small = small_batch(batch_rows(read))
         scratch = Scratch()
-        with session_conf(self.spark, settings):
+        with session_conf(self.spark, SMALL_BATCH_CONF if small else {}):
             try:
-                result, written = self._route(read, router, scratch, app_id, batch_id)
+                result, written = self._route(read, router, scratch, app_id, batch_id, small)
             finally:
                 scratch.release()
         self.progress.add(
@@ -225,12 +225,19 @@ class BatchRunner:
         )
 
     def _route(
-        self, read: Sequence[Row], router: Router, scratch: Scratch, app_id: str, batch_id: int
+        self,
+        read: Sequence[Row],
+        router: Router,
+        scratch: Scratch,
+        app_id: str,
+        batch_id: int,
+        small: bool,
     ) -> tuple[BatchResult, dict[str, int]]:
-        """Plan the batch of slices ``read`` and write it; its result and the rows written."""
+        """Plan the batch of slices ``read`` and write it; its result and the rows written
+        (``small``: the batch runs under the small-batch settings, interpreted)."""
         pending = self.storage.pending(self.spark)
         result = run_batch(
-            read_events(self.spark, read),
+            read_events(self.spark, read, interpreted=small),
             pending,
             self.storage.state(),
             router.topology,

@@ -30,6 +30,7 @@ from routing.io.session import SMALL_BATCH_ROWS, small_batch
 from routing.io.storage import append as job_append
 from routing.io.storage import session_conf
 from routing.plan import schemas
+from tests.frames import assert_rows_equal
 from tests.lakeio import append, at
 
 
@@ -123,6 +124,43 @@ def test_two_tables_whose_files_share_names_are_each_read_once(spark, tmp_path, 
     ]
     # the copy's rows name the address they were sent to, not the copy's
     assert {r.source for r in rows if r.error} == {"addresses/archive"}
+
+
+def test_a_small_batch_checks_property_types_as_a_large_one(spark, tmp_path):
+    """A small batch, interpreted, checks types with one lambda over the entries; a large one
+    unrolls the first entries: the same rows, the same reasons."""
+    lake = Lake.at(tmp_path)
+    typed = [
+        ({"n": "7", "s": "x"}, {"n": "integer", "s": "string"}),
+        ({"n": "7.5"}, {"n": "integer"}),
+        ({"a": "1", "b": "2", "c": "3", "d": "4", "e": "true"}, dict.fromkeys("abcde", "long")),
+        ({"n": "1"}, {"n": "decimal"}),
+        ({}, {"n": "byte"}),
+    ]
+    append(
+        lake.address_table("orders"),
+        [
+            {
+                "message_id": i,
+                "address": "orders",
+                "sent_at": at(i),
+                "properties": list(p.items()),
+                "property_types": list(t.items()),
+            }
+            for i, (p, t) in enumerate(typed)
+        ],
+        schemas.MESSAGE,
+    )
+
+    def both(slices):
+        return [
+            read_events(spark, slices, interpreted=interpreted) for interpreted in (True, False)
+        ]
+
+    ((small, large),) = run(spark, lake, str(tmp_path / "ck"), both)
+    assert_rows_equal(small, large, ["message_id"])
+    errors = [r.error for r in large.orderBy("message_id").collect()]
+    assert errors[0] is None and all(errors[1:]), errors
 
 
 def test_a_batch_knows_its_size_from_its_slices(spark, tmp_path):

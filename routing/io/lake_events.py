@@ -236,9 +236,12 @@ _SLICE_COLUMNS = StructType(
 )
 
 
-def read_events(spark: SparkSession, slices: Sequence[Row]) -> DataFrame:
+def read_events(
+    spark: SparkSession, slices: Sequence[Row], *, interpreted: bool = False
+) -> DataFrame:
     """The input rows of a batch's slices as :data:`EVENT` rows, read by Spark's Parquet
-    reader and normalised to the SPEC types.
+    reader and normalised to the SPEC types (``interpreted``: the batch runs without
+    generated code, as :func:`~routing.plan.normalise.normalise_tables` takes it).
 
     One read for the tables of a kind that share a schema (every address table, usually):
     each row finds its table, position and event-time range by joining its file to the
@@ -290,7 +293,7 @@ def read_events(spark: SparkSession, slices: Sequence[Row]) -> DataFrame:
             .withColumns(position)
             .join(F.broadcast(found), list(key))
         )
-        events = normalise_tables(rows, kind, keep=(_AFTER, _UPTO))
+        events = normalise_tables(rows, kind, keep=(_AFTER, _UPTO), interpreted=interpreted)
         time = F.unix_micros(F.col(KINDS[kind].time_column))
         after = F.col(_AFTER)
         # a file read for the first time (no ``after``) gives its rows without a time too

@@ -172,11 +172,20 @@ def kind_name(source: str) -> str:
     return layout.ADDRESSES if layout.is_address_source(source) else source
 
 
-def normalise_tables(rows: DataFrame, kind: str, keep: Sequence[str] = ()) -> DataFrame:
+def normalise_tables(
+    rows: DataFrame, kind: str, keep: Sequence[str] = (), *, interpreted: bool = False
+) -> DataFrame:
     """:func:`normalise` of rows of several tables of one ``kind`` read together, each row
     naming its table in :data:`TABLE` and :data:`TABLE_ADDRESS`: one projection, whatever
-    the number of tables. ``keep``: columns of ``rows`` carried beside the EVENT columns."""
-    first, then = _projections(kind, rows.schema)
+    the number of tables. ``keep``: columns of ``rows`` carried beside the EVENT columns.
+
+    ``interpreted``: the rows are evaluated without generated code (a small batch), so
+    property types are checked by one lambda over the entries, not unrolled into plain
+    expressions: the plan is a fraction of the size, and the analyser and optimiser,
+    not the rows, are a small batch's cost (:data:`UNROLLED_TYPED_ENTRIES`).
+    """
+    unrolled = 0 if interpreted else UNROLLED_TYPED_ENTRIES
+    first, then = _projections(kind, rows.schema, unrolled)
     carried = [F.col(c) for c in keep]
     events = rows.select(*first, *carried)
     return events if then is None else events.select(*then, *carried)
@@ -184,13 +193,13 @@ def normalise_tables(rows: DataFrame, kind: str, keep: Sequence[str] = ()) -> Da
 
 @lru_cache(maxsize=64)
 def _projections(
-    kind_key: str, schema: StructType
+    kind_key: str, schema: StructType, unrolled: int
 ) -> tuple[tuple[Column, ...], tuple[Column, ...] | None]:
     """The projections :func:`normalise_tables` makes of rows of tables of ``kind_key``
     read with ``schema``: the EVENT columns, and a second step when a row can fail (None
-    otherwise).
+    otherwise). ``unrolled``: as :func:`untyped_property` takes it.
 
-    Built once per kind and schema: a job reads the same tables batch after batch, and
+    Built once per kind, schema and ``unrolled``: a job reads the same tables batch after batch, and
     building their Columns is hundreds of py4j calls (about 1,900 of a ten-message
     batch's). A Column is an expression of the gateway's one JVM, not of a session.
     """
@@ -210,7 +219,10 @@ def _projections(
             reasons.append(reason)
     if kind_key == layout.ADDRESSES:
         if "property_types" in present:
-            reasons.append(untyped_property(values["properties"], values["property_types"]))
+            typed = untyped_property(
+                values["properties"], values["property_types"], unrolled=unrolled
+            )
+            reasons.append(typed)
         reasons.append(misplaced(values["address"], source, F.col(TABLE_ADDRESS)))
 
     kept = sorted(name for name in kind.schema.names if name in present)
