@@ -40,6 +40,7 @@ from routing.plan.deliveries import (
     TO_QUEUE,
 )
 from routing.plan.ids import copy_id
+from routing.plan.normalise import property_types_reason
 from routing.plan.router import entering
 from routing.plan.scratch import Scratch
 
@@ -238,7 +239,7 @@ def split(classified: DataFrame, bad_filters: Mapping[str, str]) -> Inputs:
         rows.where(F.col(REASON).isNotNull()),
         source=F.col("source"),
         row=F.col(ROW_JSON),
-        reason=F.col(REASON),
+        reason=property_types_reason(F.col(REASON)),
         at=F.coalesce("sent_at", "at"),
     )
     # deliveries and management rows naming a message in one read of the kept rows, which

@@ -179,27 +179,41 @@ def normalise_tables(
     naming its table in :data:`TABLE` and :data:`TABLE_ADDRESS`: one projection, whatever
     the number of tables. ``keep``: columns of ``rows`` carried beside the EVENT columns.
 
-    ``interpreted``: the rows are evaluated without generated code (a small batch), so
-    property types are checked by one lambda over the entries, not unrolled into plain
-    expressions: the plan is a fraction of the size, and the analyser and optimiser,
-    not the rows, are a small batch's cost (:data:`UNROLLED_TYPED_ENTRIES`).
+    ``interpreted``: the rows are evaluated without generated code (a small batch), whose
+    cost is its plan's analysis and optimisation, not its rows. Property types are then
+    checked by one lambda over the entries, not unrolled into plain expressions, and a row
+    whose types are wrong gets ``error`` :data:`WRONG_PROPERTY_TYPES`: its reason, three
+    quarters of the typed check's plan, is made only where it is rejected
+    (:func:`property_types_reason`).
     """
-    unrolled = 0 if interpreted else UNROLLED_TYPED_ENTRIES
-    first, then = _projections(kind, rows.schema, unrolled)
+    first, then = _projections(kind, rows.schema, interpreted)
     carried = [F.col(c) for c in keep]
     events = rows.select(*first, *carried)
     return events if then is None else events.select(*then, *carried)
 
 
+WRONG_PROPERTY_TYPES = "property_types: wrong (its reason is made where the row is rejected)"
+"""``error`` of an interpreted row whose property types are wrong (:func:`normalise_tables`)."""
+
+
+def property_types_reason(reason: Column) -> Column:
+    """``reason``, a row's :data:`WRONG_PROPERTY_TYPES` made the full reason
+    (:func:`untyped_property`) from the row's ``properties`` and ``property_types``."""
+    return F.when(
+        reason == F.lit(WRONG_PROPERTY_TYPES),
+        untyped_property(F.col("properties"), F.col("property_types"), unrolled=0),
+    ).otherwise(reason)
+
+
 @lru_cache(maxsize=64)
 def _projections(
-    kind_key: str, schema: StructType, unrolled: int
+    kind_key: str, schema: StructType, interpreted: bool
 ) -> tuple[tuple[Column, ...], tuple[Column, ...] | None]:
     """The projections :func:`normalise_tables` makes of rows of tables of ``kind_key``
     read with ``schema``: the EVENT columns, and a second step when a row can fail (None
-    otherwise). ``unrolled``: as :func:`untyped_property` takes it.
+    otherwise); ``interpreted`` as :func:`normalise_tables` takes it.
 
-    Built once per kind, schema and ``unrolled``: a job reads the same tables batch after batch, and
+    Built once per kind, schema and mode: a job reads the same tables batch after batch, and
     building their Columns is hundreds of py4j calls (about 1,900 of a ten-message
     batch's). A Column is an expression of the gateway's one JVM, not of a session.
     """
@@ -219,10 +233,12 @@ def _projections(
             reasons.append(reason)
     if kind_key == layout.ADDRESSES:
         if "property_types" in present:
-            typed = untyped_property(
-                values["properties"], values["property_types"], unrolled=unrolled
-            )
-            reasons.append(typed)
+            properties, types = values["properties"], values["property_types"]
+            if interpreted:
+                wrong = untyped_property(properties, types, unrolled=0, reason=False)
+            else:
+                wrong = untyped_property(properties, types)
+            reasons.append(wrong)
         reasons.append(misplaced(values["address"], source, F.col(TABLE_ADDRESS)))
 
     kept = sorted(name for name in kind.schema.names if name in present)
@@ -317,7 +333,11 @@ numbers a message; 0 sends every row through the lambda (the plain path)."""
 
 
 def untyped_property(
-    properties: Column, types: Column, *, unrolled: int = UNROLLED_TYPED_ENTRIES
+    properties: Column,
+    types: Column,
+    *,
+    unrolled: int = UNROLLED_TYPED_ENTRIES,
+    reason: bool = True,
 ) -> Column:
     """Why a row's ``property_types`` cannot be (null if it can): the first entry, in key
     order, that names a type SPEC §3.1 does not know, or a property the row does not have,
@@ -327,6 +347,7 @@ def untyped_property(
     Each row is first asked whether any entry is wrong, entry by entry for its first
     ``unrolled`` entries (:data:`UNROLLED_TYPED_ENTRIES`); only a wrong row builds its
     reason (sorting, quoting: a few microseconds a row, most of normalising a typed table).
+    ``reason`` False: :data:`WRONG_PROPERTY_TYPES` stands for it.
     """
     known = ", ".join(PROPERTY_TYPES)
 
@@ -381,6 +402,8 @@ def untyped_property(
         any_wrong = F.when(F.size(types) <= unrolled, reduce(Column.__or__, each)).otherwise(
             any_wrong
         )
+    if not reason:
+        return F.when(any_wrong, F.lit(WRONG_PROPERTY_TYPES))
     problems = F.filter(F.transform(F.array_sort(entries), problem), lambda p: p.isNotNull())
     return F.when(any_wrong, F.concat(F.lit("property_types: "), F.element_at(problems, 1)))
 
