@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -61,7 +61,19 @@ class Inputs:
     # (routing.plan.deliveries.EVENT_COLUMNS)
     by_filter: DataFrame  # management rows naming a filter (op, queue, filter, at, TO_QUEUE,
     # EVENT_ORDER): expanded to fold events by engine.expand_by_filter
-    rejected: DataFrame
+    refused: DataFrame  # the rows a check refused, with their REASON and ROW_JSON
+
+    @cached_property
+    def rejected(self) -> DataFrame:
+        """The refused rows as ``rejected`` rows. Planned when asked: a batch that refuses
+        no row never asks, and a typed row's reason is a large plan to analyse."""
+        return journal.rejected_rows(
+            self.refused,
+            source=F.col("source"),
+            row=F.col(ROW_JSON),
+            reason=property_types_reason(F.col(REASON)),
+            at=F.coalesce("sent_at", "at"),
+        )
 
 
 def _first(*checks: tuple[Column, Column | str]) -> Column:
@@ -219,7 +231,8 @@ def queues_seen_differently(
 
 
 def split(classified: DataFrame, bad_filters: Mapping[str, str]) -> Inputs:
-    """The valid rows of each kind, and the rejected ones (cheap selections)."""
+    """The valid rows of each kind, and the refused ones (cheap selections; their
+    ``rejected`` rows are planned when asked: :attr:`Inputs.rejected`)."""
     is_message = is_message_row()
     is_management = F.col("source") == MANAGEMENT
     bad_filter = literal_map(bad_filters)[F.col("filter")]
@@ -235,13 +248,6 @@ def split(classified: DataFrame, bad_filters: Mapping[str, str]) -> Inputs:
     messages = rows.where(is_message & valid).select(
         *schemas.MESSAGE.names, *entering(F.col("source"), rank=F.lit(MESSAGE_RANK), producer=True)
     )
-    rejected = journal.rejected_rows(
-        rows.where(F.col(REASON).isNotNull()),
-        source=F.col("source"),
-        row=F.col(ROW_JSON),
-        reason=property_types_reason(F.col(REASON)),
-        at=F.coalesce("sent_at", "at"),
-    )
     # deliveries and management rows naming a message in one read of the kept rows, which
     # deserializes every row whatever it keeps (a delivery always names its message)
     by_id = rows.where(valid & ~is_message & F.col("message_id").isNotNull())
@@ -256,7 +262,7 @@ def split(classified: DataFrame, bad_filters: Mapping[str, str]) -> Inputs:
             "at",
             *order_columns(),
         ),
-        rejected=rejected,
+        refused=rows.where(F.col(REASON).isNotNull()),
     )
 
 

@@ -199,10 +199,13 @@ WRONG_PROPERTY_TYPES = "property_types: wrong (its reason is made where the row 
 def property_types_reason(reason: Column) -> Column:
     """``reason``, a row's :data:`WRONG_PROPERTY_TYPES` made the full reason
     (:func:`untyped_property`) from the row's ``properties`` and ``property_types``."""
-    return F.when(
-        reason == F.lit(WRONG_PROPERTY_TYPES),
-        untyped_property(F.col("properties"), F.col("property_types"), unrolled=0),
-    ).otherwise(reason)
+    return F.when(reason == F.lit(WRONG_PROPERTY_TYPES), _row_types_reason()).otherwise(reason)
+
+
+@cache
+def _row_types_reason() -> Column:
+    """:func:`untyped_property` of the row's own columns, built once (thousands of py4j calls)."""
+    return untyped_property(F.col("properties"), F.col("property_types"), unrolled=0)
 
 
 @lru_cache(maxsize=64)
