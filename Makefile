@@ -33,12 +33,13 @@ $(LOCAL_FS): $(wildcard jars/src/routing/localfs/*.java) $(STAMP)
 	jar cf $@ -C jars/build/classes .
 
 # The job's own classes (routing/io/storage.py, routing/io/lake_events.py): Delta's append
-# without its check of the table's transactions, the input stream's source in the JVM.
-$(JOB_JAR): $(wildcard jars/src/routing/delta/*.java jars/src/routing/stream/*.java) $(STAMP) $(JARS)
+# without its check of the table's transactions, the input stream's source in the JVM, the
+# check of a message's property types.
+$(JOB_JAR): $(wildcard jars/src/routing/delta/*.java jars/src/routing/stream/*.java jars/src/routing/properties/*.java) $(STAMP) $(JARS)
 	@command -v javac >/dev/null 2>&1 || { echo "need javac (a Java 17 JDK), e.g. apt-get install openjdk-17-jdk-headless"; exit 1; }
 	rm -rf jars/build/job-classes && mkdir -p jars/build/job-classes
 	javac --release 17 -nowarn -d jars/build/job-classes -cp "$$($(SPARK_JARS))/*:jars/lib/*" \
-		jars/src/routing/delta/*.java jars/src/routing/stream/*.java
+		jars/src/routing/delta/*.java jars/src/routing/stream/*.java jars/src/routing/properties/*.java
 	jar cf $@ -C jars/build/job-classes .
 
 # The classes a job loads, recorded once from a small demo (jobs/class_archive.py).

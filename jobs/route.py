@@ -210,11 +210,11 @@ class BatchRunner:
         router = self._router()
         read = slices.collect()
         # a small batch runs interpreted, in one partition (session.SMALL_BATCH_CONF)
-        small = small_batch(batch_rows(read))
+        settings = SMALL_BATCH_CONF if small_batch(batch_rows(read)) else {}
         scratch = Scratch()
-        with session_conf(self.spark, SMALL_BATCH_CONF if small else {}):
+        with session_conf(self.spark, settings):
             try:
-                result, written = self._route(read, router, scratch, app_id, batch_id, small)
+                result, written = self._route(read, router, scratch, app_id, batch_id)
             finally:
                 scratch.release()
         self.progress.add(
@@ -225,19 +225,12 @@ class BatchRunner:
         )
 
     def _route(
-        self,
-        read: Sequence[Row],
-        router: Router,
-        scratch: Scratch,
-        app_id: str,
-        batch_id: int,
-        small: bool,
+        self, read: Sequence[Row], router: Router, scratch: Scratch, app_id: str, batch_id: int
     ) -> tuple[BatchResult, dict[str, int]]:
-        """Plan the batch of slices ``read`` and write it; its result and the rows written
-        (``small``: the batch runs under the small-batch settings, interpreted)."""
+        """Plan the batch of slices ``read`` and write it; its result and the rows written."""
         pending = self.storage.pending(self.spark)
         result = run_batch(
-            read_events(self.spark, read, interpreted=small),
+            read_events(self.spark, read),
             pending,
             self.storage.state(),
             router.topology,

@@ -18,6 +18,7 @@ from chispa import assert_df_equality
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
+from routing.io.lake_events import types_check
 from routing.plan import schemas
 from routing.plan.normalise import EVENT_SCHEMA, normalise, untyped_property
 from tests.frames import assert_rows_equal
@@ -117,35 +118,57 @@ TYPED_CASES = [
         "property_types: 'f' is typed byte but its value 'x' does not read as one",
     ),
     ({"b": "s", "d": "x"}, {"a": None, "b": "string", "c": None, "d": "long"}, "'d' is typed long"),
+    # names and values quoted as Python's repr quotes them
+    ({}, {"it's": "long"}, 'property_types: "it\'s" is typed long but the message has no such'),
+    ({}, {"it's \"\\": "long"}, "property_types: 'it\\'s \"\\\\' is typed long"),
+    (
+        {"k": "\t\x00\u200b\xa0\u2028\U000e0001\U0001f600é"},
+        {"k": "byte"},
+        "value '\\t\\x00\\u200b\\xa0\\u2028\\U000e0001\U0001f600é' does not read as one",
+    ),
+    ({}, {"n": "lông"}, "property_types: unknown type 'lông' of 'n'; expected one of boolean,"),
+    # key order is code points' (Spark's), not UTF-16's: U+FFFF comes before U+10000
+    ({}, {"\U00010000": "long", "\uffff": "long"}, "property_types: '\\uffff' is typed long"),
+    # no properties at all: only an unknown type is wrong
+    (None, {"n": "long"}, None),
+    (None, {"n": "long", "m": "int"}, "property_types: unknown type 'int' of 'm'"),
+    # a name twice (a map Parquet holds as written): the entries in order of name, then type
+    ({"n": "x"}, [("n", "long"), ("n", "byte")], "property_types: 'n' is typed byte but its"),
 ]
 
 
 @pytest.mark.parametrize(("properties", "types", "reason"), TYPED_CASES)
 def test_property_types_are_checked(spark, tmp_path, properties, types, reason):
     """A typed value must read as its type (SPEC §3.1); the first entry in key order that
-    does not names the row's reason."""
+    does not names the row's reason. The job's JVM function and the plain path (Spark's
+    expressions) give the same reason, word for word."""
     table = pa.table(
         {
             "message_id": [1],
             "address": ["orders"],
             "sent_at": [T0],
-            "properties": pa.array([list(properties.items())], schemas.STRING_MAP),
+            "properties": pa.array(
+                [None if properties is None else list(properties.items())], schemas.STRING_MAP
+            ),
             "property_types": pa.array(
-                [None if types is None else list(types.items())], schemas.STRING_MAP
+                [list(types.items()) if isinstance(types, dict) else types],
+                schemas.STRING_MAP,
             ),
         }
     )
     rows, _ = read(spark, tmp_path, table)
     (found,) = normalise(rows, "addresses/orders").select("error").collect()
-    # the plain path: every row's entries through one lambda
-    (plain,) = rows.select(
-        untyped_property(F.col("properties"), F.col("property_types"), unrolled=0)
+    jvm_check = types_check(spark)
+    assert jvm_check is not None  # the job's jar is on the suite's classpath
+    (checks,) = rows.select(
+        jvm_check(F.col("properties"), F.col("property_types")),
+        untyped_property(F.col("properties"), F.col("property_types")),
     ).collect()
     if reason is None:
         assert found.error is None
     else:
         assert found.error is not None and reason in found.error, found.error
-    assert plain[0] == found.error
+    assert checks[0] == checks[1] == found.error
 
 
 def test_a_well_typed_message_table_passes_through_unchanged(spark, tmp_path):

@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
+from functools import cache
 from itertools import groupby
 from pathlib import PurePath
 from typing import ClassVar
@@ -46,8 +47,9 @@ import pyarrow as pa
 from deltalake.exceptions import DeltaError
 from pyspark.errors import AnalysisException
 from pyspark.java_gateway import ensure_callback_server_started
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.classic.column import Column as ClassicColumn
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.streaming.datasource import (
@@ -59,6 +61,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from routing.broker import layout
+from routing.broker.properties import INTEGRAL_RANGES, PROPERTY_TYPES, TEXT_PATTERNS
 from routing.io import lake
 from routing.io.delta_tables import (
     DataFile,
@@ -77,6 +80,7 @@ from routing.plan.normalise import (
     POSITION,
     TABLE,
     TABLE_ADDRESS,
+    TypesCheck,
     kind_name,
     normalise_tables,
 )
@@ -236,12 +240,9 @@ _SLICE_COLUMNS = StructType(
 )
 
 
-def read_events(
-    spark: SparkSession, slices: Sequence[Row], *, interpreted: bool = False
-) -> DataFrame:
+def read_events(spark: SparkSession, slices: Sequence[Row]) -> DataFrame:
     """The input rows of a batch's slices as :data:`EVENT` rows, read by Spark's Parquet
-    reader and normalised to the SPEC types (``interpreted``: the batch runs without
-    generated code, as :func:`~routing.plan.normalise.normalise_tables` takes it).
+    reader and normalised to the SPEC types, property types checked by :func:`types_check`.
 
     One read for the tables of a kind that share a schema (every address table, usually):
     each row finds its table, position and event-time range by joining its file to the
@@ -252,6 +253,7 @@ def read_events(
         events = read_events(spark, batch.collect())  # in foreachBatch
     """
     frames = []
+    check = types_check(spark)
     ordered = sorted(slices, key=lambda s: (kind_name(s.source), s.schema))
     for (kind, schema), group in groupby(ordered, key=lambda s: (kind_name(s.source), s.schema)):
         pieces = list(group)
@@ -293,7 +295,7 @@ def read_events(
             .withColumns(position)
             .join(F.broadcast(found), list(key))
         )
-        events = normalise_tables(rows, kind, keep=(_AFTER, _UPTO), interpreted=interpreted)
+        events = normalise_tables(rows, kind, keep=(_AFTER, _UPTO), types_check=check)
         time = F.unix_micros(F.col(KINDS[kind].time_column))
         after = F.col(_AFTER)
         # a file read for the first time (no ``after``) gives its rows without a time too
@@ -587,6 +589,37 @@ batches :class:`LakeEventsPlanner` plans in the driver."""
 INPUT_SOURCE = "spark.routing.inputSource"
 """The session setting that picks the stream's source: ``jvm`` (:data:`JVM_SOURCE`, the
 default where the job's jar is on the classpath) or ``python`` (``lake_events``)."""
+
+
+JVM_TYPES_CHECK = "routing.properties.PropertyTypesCheck"
+"""The check of a message's property types in the JVM (jars/src/routing/properties, in the
+job's jar): :func:`~routing.plan.normalise.untyped_property`'s rule as one function."""
+TYPES_CHECK = "spark.routing.propertyTypesCheck"
+"""The session setting that picks how property types are checked: ``jvm``
+(:data:`JVM_TYPES_CHECK`, the default where the job's jar is on the classpath) or
+``plain`` (Spark's expressions, :func:`~routing.plan.normalise.untyped_property`)."""
+
+
+def types_check(spark: SparkSession) -> TypesCheck | None:
+    """How ``spark``'s batches check property types (:data:`TYPES_CHECK`); None: the
+    plain path. A check is one per JVM, so the plans built with it are cached across batches."""
+    if spark.conf.get(TYPES_CHECK, "jvm") == "plain":
+        return None
+    return _jvm_types_check(spark)
+
+
+@cache
+def _jvm_types_check(spark: SparkSession) -> TypesCheck | None:
+    check = jvm_class(spark, JVM_TYPES_CHECK)
+    if check is None:
+        return None
+    ranges = {kind: [str(low), str(high)] for kind, (low, high) in INTEGRAL_RANGES.items()}
+    function = check(list(PROPERTY_TYPES), dict(TEXT_PATTERNS), ranges)
+
+    def column(properties: Column, types: Column) -> Column:
+        return ClassicColumn(function.column(properties._jc, types._jc))
+
+    return column
 
 
 class LakeEventsPlanner:

@@ -40,7 +40,6 @@ from routing.plan.deliveries import (
     TO_QUEUE,
 )
 from routing.plan.ids import copy_id
-from routing.plan.normalise import property_types_reason
 from routing.plan.router import entering
 from routing.plan.scratch import Scratch
 
@@ -66,12 +65,12 @@ class Inputs:
     @cached_property
     def rejected(self) -> DataFrame:
         """The refused rows as ``rejected`` rows. Planned when asked: a batch that refuses
-        no row never asks, and a typed row's reason is a large plan to analyse."""
+        no row never asks, and saves the analysis of a DataFrame it would not write."""
         return journal.rejected_rows(
             self.refused,
             source=F.col("source"),
             row=F.col(ROW_JSON),
-            reason=property_types_reason(F.col(REASON)),
+            reason=F.col(REASON),
             at=F.coalesce("sent_at", "at"),
         )
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache, reduce
 
@@ -172,51 +172,39 @@ def kind_name(source: str) -> str:
     return layout.ADDRESSES if layout.is_address_source(source) else source
 
 
+TypesCheck = Callable[[Column, Column], Column]
+"""Why a row's ``property_types`` cannot be, from its ``properties`` and ``property_types``
+columns: :func:`untyped_property` (Spark's expressions, the plain path) or the job's JVM
+function of the same rule (:func:`routing.io.lake_events.types_check`)."""
+
+
 def normalise_tables(
-    rows: DataFrame, kind: str, keep: Sequence[str] = (), *, interpreted: bool = False
+    rows: DataFrame,
+    kind: str,
+    keep: Sequence[str] = (),
+    *,
+    types_check: TypesCheck | None = None,
 ) -> DataFrame:
     """:func:`normalise` of rows of several tables of one ``kind`` read together, each row
     naming its table in :data:`TABLE` and :data:`TABLE_ADDRESS`: one projection, whatever
-    the number of tables. ``keep``: columns of ``rows`` carried beside the EVENT columns.
-
-    ``interpreted``: the rows are evaluated without generated code (a small batch), whose
-    cost is its plan's analysis and optimisation, not its rows. Property types are then
-    checked by one lambda over the entries, not unrolled into plain expressions, and a row
-    whose types are wrong gets ``error`` :data:`WRONG_PROPERTY_TYPES`: its reason, three
-    quarters of the typed check's plan, is made only where it is rejected
-    (:func:`property_types_reason`).
+    the number of tables. ``keep``: columns of ``rows`` carried beside the EVENT columns;
+    ``types_check``: how property types are checked (None: :func:`untyped_property`).
     """
-    first, then = _projections(kind, rows.schema, interpreted)
+    first, then = _projections(kind, rows.schema, types_check or untyped_property)
     carried = [F.col(c) for c in keep]
     events = rows.select(*first, *carried)
     return events if then is None else events.select(*then, *carried)
 
 
-WRONG_PROPERTY_TYPES = "property_types: wrong (its reason is made where the row is rejected)"
-"""``error`` of an interpreted row whose property types are wrong (:func:`normalise_tables`)."""
-
-
-def property_types_reason(reason: Column) -> Column:
-    """``reason``, a row's :data:`WRONG_PROPERTY_TYPES` made the full reason
-    (:func:`untyped_property`) from the row's ``properties`` and ``property_types``."""
-    return F.when(reason == F.lit(WRONG_PROPERTY_TYPES), _row_types_reason()).otherwise(reason)
-
-
-@cache
-def _row_types_reason() -> Column:
-    """:func:`untyped_property` of the row's own columns, built once (thousands of py4j calls)."""
-    return untyped_property(F.col("properties"), F.col("property_types"), unrolled=0)
-
-
 @lru_cache(maxsize=64)
 def _projections(
-    kind_key: str, schema: StructType, interpreted: bool
+    kind_key: str, schema: StructType, types_check: TypesCheck
 ) -> tuple[tuple[Column, ...], tuple[Column, ...] | None]:
     """The projections :func:`normalise_tables` makes of rows of tables of ``kind_key``
     read with ``schema``: the EVENT columns, and a second step when a row can fail (None
-    otherwise); ``interpreted`` as :func:`normalise_tables` takes it.
+    otherwise); property types checked by ``types_check``.
 
-    Built once per kind, schema and mode: a job reads the same tables batch after batch, and
+    Built once per kind, schema and check: a job reads the same tables batch after batch, and
     building their Columns is hundreds of py4j calls (about 1,900 of a ten-message
     batch's). A Column is an expression of the gateway's one JVM, not of a session.
     """
@@ -236,12 +224,7 @@ def _projections(
             reasons.append(reason)
     if kind_key == layout.ADDRESSES:
         if "property_types" in present:
-            properties, types = values["properties"], values["property_types"]
-            if interpreted:
-                wrong = untyped_property(properties, types, unrolled=0, reason=False)
-            else:
-                wrong = untyped_property(properties, types)
-            reasons.append(wrong)
+            reasons.append(types_check(values["properties"], values["property_types"]))
         reasons.append(misplaced(values["address"], source, F.col(TABLE_ADDRESS)))
 
     kept = sorted(name for name in kind.schema.names if name in present)
@@ -328,29 +311,16 @@ def coerce(
     return failed(f"{spelled} cannot be read as {arrow_name(target)}")
 
 
-UNROLLED_TYPED_ENTRIES = 4
-"""How many entries of a row's ``property_types`` :func:`untyped_property` checks as plain
-expressions, which Spark compiles to code; a row with more takes a lambda over its entries,
-which Spark interprets (higher-order functions generate no code). Producers type a few
-numbers a message; 0 sends every row through the lambda (the plain path)."""
-
-
-def untyped_property(
-    properties: Column,
-    types: Column,
-    *,
-    unrolled: int = UNROLLED_TYPED_ENTRIES,
-    reason: bool = True,
-) -> Column:
+def untyped_property(properties: Column, types: Column) -> Column:
     """Why a row's ``property_types`` cannot be (null if it can): the first entry, in key
     order, that names a type SPEC §3.1 does not know, or a property the row does not have,
     or whose property's text does not read as its type (:mod:`routing.broker.properties`).
     A null type is no type (the property is untyped); a typed null value is null.
 
-    Each row is first asked whether any entry is wrong, entry by entry for its first
-    ``unrolled`` entries (:data:`UNROLLED_TYPED_ENTRIES`); only a wrong row builds its
-    reason (sorting, quoting: a few microseconds a row, most of normalising a typed table).
-    ``reason`` False: :data:`WRONG_PROPERTY_TYPES` stands for it.
+    Each row is first asked whether any entry is wrong; only a wrong row builds its reason
+    (sorting, quoting). The plain path: the job checks with one JVM function of the same
+    rule (:data:`TypesCheck`), a plan of one call where this is hundreds of nodes and
+    lambdas that Spark interprets.
     """
     known = ", ".join(PROPERTY_TYPES)
 
@@ -396,17 +366,6 @@ def untyped_property(
 
     entries = F.map_entries(types)
     any_wrong = F.exists(entries, lambda entry: wrong(entry["key"], entry["value"]))
-    if unrolled > 0:
-        names, kinds = F.map_keys(types), F.map_values(types)
-        each = [
-            F.when(F.size(types) > i, wrong(names[i], kinds[i])).otherwise(F.lit(False))
-            for i in range(unrolled)
-        ]
-        any_wrong = F.when(F.size(types) <= unrolled, reduce(Column.__or__, each)).otherwise(
-            any_wrong
-        )
-    if not reason:
-        return F.when(any_wrong, F.lit(WRONG_PROPERTY_TYPES))
     problems = F.filter(F.transform(F.array_sort(entries), problem), lambda p: p.isNotNull())
     return F.when(any_wrong, F.concat(F.lit("property_types: "), F.element_at(problems, 1)))
 
