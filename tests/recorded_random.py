@@ -11,6 +11,7 @@ from __future__ import annotations
 import shutil
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TextIO
 
@@ -35,10 +36,21 @@ def main(argv: list[str], out: TextIO = sys.stdout) -> int:
     cases = int(argv[2]) if len(argv) > 2 else 4
     base = Path(argv[3] if len(argv) > 3 else "recorded-random")
     spark = build_session("recorded-random", conf={"spark.sql.shuffle.partitions": "2"})
+    try:
+        failed = play(range(first, end), cases, base, spark, out)
+    finally:
+        spark.stop()
+    return 1 if failed else 0
+
+
+def play(seeds: Iterable[int], cases: int, base: Path, spark, out: TextIO) -> int:
+    """Record ``cases`` scenarios of each seed with the broker and play them on the job in
+    ``spark``, a line each on ``out``; how many failed or were slow."""
     failed = 0
-    for seed in range(first, end):
+    for seed in seeds:
         for path in record_random(seed, cases, base / f"seed{seed}" / "recorded"):
             workdir = base / f"seed{seed}" / path.stem
+            workdir.mkdir(parents=True, exist_ok=True)
             scenario = Scenario(load(path), workdir, spark)
             started = time.monotonic()
             try:
@@ -59,8 +71,7 @@ def main(argv: list[str], out: TextIO = sys.stdout) -> int:
             )
             if verdict == "ok":
                 shutil.rmtree(workdir)
-    spark.stop()
-    return 1 if failed else 0
+    return failed
 
 
 if __name__ == "__main__":

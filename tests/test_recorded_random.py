@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import io
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 
 from tests.artemis import available, record_random
 from tests.conformance import Scenario, load
+from tests.recorded_random import play
 
 SEEDS = (3, 11)
 CASES = 2
@@ -50,3 +52,15 @@ def outcomes(spark, tmp_path_factory) -> dict[tuple[int, int], Future]:
 def test_the_job_does_what_the_broker_did(outcomes, seed, case):
     assert (seed, case) in outcomes, f"seed {seed} case {case} was not recorded clean"
     outcomes[(seed, case)].result()
+
+
+def test_make_recorded_random_plays_a_seed(spark, tmp_path):
+    """``make recorded-random`` (:func:`tests.recorded_random.play`): a line a scenario, and
+    the lake of one that passed removed."""
+    out = io.StringIO()
+
+    failed = play([3], 1, tmp_path / "recorded-random", spark, out)
+
+    assert failed == 0, out.getvalue()
+    assert out.getvalue().startswith("seed3-case0: ok, "), out.getvalue()
+    assert not (tmp_path / "recorded-random" / "seed3" / "seed3-case0").exists()
