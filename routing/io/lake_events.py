@@ -593,7 +593,8 @@ default where the job's jar is on the classpath) or ``python`` (``lake_events``)
 
 JVM_TYPES_CHECK = "routing.properties.PropertyTypesCheck"
 """The check of a message's property types in the JVM (jars/src/routing/properties, in the
-job's jar): :func:`~routing.plan.normalise.untyped_property`'s rule as one function."""
+job's jar): :func:`~routing.plan.normalise.untyped_property`'s rule as one Catalyst
+expression, which reads Spark's map data as it is (docs/DESIGN.md)."""
 TYPES_CHECK = "spark.routing.propertyTypesCheck"
 """The session setting that picks how property types are checked: ``jvm``
 (:data:`JVM_TYPES_CHECK`, the default where the job's jar is on the classpath) or
