@@ -174,8 +174,8 @@ def kind_name(source: str) -> str:
 
 TypesCheck = Callable[[Column, Column], Column]
 """Why a row's ``property_types`` cannot be, from its ``properties`` and ``property_types``
-columns: :func:`untyped_property` (Spark's expressions, the plain path) or the job's JVM
-function of the same rule (:func:`routing.io.lake_events.types_check`)."""
+columns: :func:`untyped_property` (Spark's expressions, the plain path) or the job's
+Catalyst expression of the same rule (:func:`routing.io.lake_events.types_check`)."""
 
 
 def normalise_tables(
