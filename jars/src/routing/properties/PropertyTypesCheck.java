@@ -5,6 +5,8 @@ import java.math.BigInteger;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.stream.Collectors;
 import java.util.regex.Pattern;
 
 import org.apache.spark.sql.Column;
@@ -34,9 +36,13 @@ public final class PropertyTypesCheck implements Serializable {
   /** What Python's {@code repr} escapes besides quotes and backslashes (not printable). */
   private static final Pattern UNPRINTABLE = Pattern.compile("[\\p{C}\\p{Z}&&[^ ]]");
 
+  /** An integral type's values, and the digits of its highest (shorter text is in range). */
+  private record Range(BigInteger low, BigInteger high, int digits) implements Serializable {}
+
   private final List<String> types;
-  private final Map<String, Pattern> patterns = new HashMap<>();
-  private final Map<String, BigInteger[]> ranges = new HashMap<>();
+  private final Set<UTF8String> known; // the types as Spark holds them: a row's are not copied
+  private final Map<UTF8String, Pattern> patterns = new HashMap<>();
+  private final Map<UTF8String, Range> ranges = new HashMap<>();
 
   /**
    * @param types the type names a property may have
@@ -46,17 +52,19 @@ public final class PropertyTypesCheck implements Serializable {
   public PropertyTypesCheck(
       List<String> types, Map<String, String> patterns, Map<String, List<String>> ranges) {
     this.types = List.copyOf(types);
+    this.known = types.stream().map(UTF8String::fromString).collect(Collectors.toSet());
     patterns.forEach(
-        (type, pattern) -> this.patterns.put(type, Pattern.compile("\\A(?:" + pattern + ")\\z")));
+        (type, pattern) ->
+            this.patterns.put(
+                UTF8String.fromString(type), Pattern.compile("\\A(?:" + pattern + ")\\z")));
     ranges.forEach(
         (type, bounds) ->
             this.ranges.put(
-                type,
-                new BigInteger[] {
-                  new BigInteger(bounds.get(0)),
-                  new BigInteger(bounds.get(1)),
-                  BigInteger.valueOf(bounds.get(1).length())
-                }));
+                UTF8String.fromString(type),
+                new Range(
+                    new BigInteger(bounds.get(0)),
+                    new BigInteger(bounds.get(1)),
+                    bounds.get(1).length())));
   }
 
   /** The check of the columns {@code properties} and {@code property_types}, as a Column. */
@@ -98,13 +106,12 @@ public final class PropertyTypesCheck implements Serializable {
     return firstProblem == null ? null : UTF8String.fromString("property_types: " + firstProblem);
   }
 
-  /** What is wrong with the entry {@code name: type} (null: nothing). */
-  private String problem(MapData properties, UTF8String key, UTF8String kind) {
-    String name = key.toString();
-    String type = kind.toString();
-    if (!types.contains(type)) {
-      return "unknown type " + repr(type) + " of " + repr(name) + "; expected one of "
-          + String.join(", ", types);
+  /** What is wrong with the entry {@code name: kind} (null: nothing). Text is made of
+   * Spark's strings only for a value a pattern reads and for a reason. */
+  private String problem(MapData properties, UTF8String name, UTF8String kind) {
+    if (!known.contains(kind)) {
+      return "unknown type " + repr(kind.toString()) + " of " + repr(name.toString())
+          + "; expected one of " + String.join(", ", types);
     }
     if (properties == null) { // as Spark's expressions: a null map has no answer to "missing"
       return null;
@@ -112,22 +119,27 @@ public final class PropertyTypesCheck implements Serializable {
     ArrayData keys = properties.keyArray();
     int found = -1;
     for (int j = 0; j < properties.numElements() && found < 0; j++) {
-      if (keys.getUTF8String(j).equals(key)) {
+      if (keys.getUTF8String(j).equals(name)) {
         found = j;
       }
     }
     if (found < 0) {
-      return repr(name) + " is typed " + type + " but the message has no such property";
+      return repr(name.toString()) + " is typed " + kind + " but the message has no such property";
     }
     ArrayData values = properties.valueArray();
     if (values.isNullAt(found)) {
       return null;
     }
-    String text = values.getUTF8String(found).toString();
-    if (readsAs(text, type)) {
+    Pattern pattern = patterns.get(kind);
+    if (pattern == null) { // a string: any text
       return null;
     }
-    return repr(name) + " is typed " + type + " but its value " + repr(text) + " does not read as one";
+    String text = values.getUTF8String(found).toString();
+    if (readsAs(text, pattern, ranges.get(kind))) {
+      return null;
+    }
+    return repr(name.toString()) + " is typed " + kind + " but its value " + repr(text)
+        + " does not read as one";
   }
 
   @Override
@@ -135,23 +147,16 @@ public final class PropertyTypesCheck implements Serializable {
     return "PropertyTypesCheck" + types;
   }
 
-  private boolean readsAs(String text, String type) {
-    Pattern pattern = patterns.get(type);
-    if (pattern == null) {
-      return true;
-    }
+  /** {@code text} matches {@code pattern} and, for an integral type, is in its {@code range}. */
+  private static boolean readsAs(String text, Pattern pattern, Range range) {
     if (!pattern.matcher(text).find()) {
       return false;
     }
-    BigInteger[] range = ranges.get(type);
-    if (range == null) {
-      return true;
-    }
-    if (text.length() < range[2].intValue()) { // too short to be out of range: not parsed
+    if (range == null || text.length() < range.digits()) { // too short to be out of range
       return true;
     }
     BigInteger number = new BigInteger(text);
-    return range[0].compareTo(number) <= 0 && number.compareTo(range[1]) <= 0;
+    return range.low().compareTo(number) <= 0 && number.compareTo(range.high()) <= 0;
   }
 
   /** Python's {@code repr()} of a string. */

@@ -19,8 +19,8 @@ import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * {@link PropertyTypesCheck} of a row's {@code properties} and {@code property_types} (its two
- * children) as a Catalyst expression: it reads the maps as Spark holds
- * them. Generated code calls {@link #eval} (a fallback, as Spark's own lambdas are).
+ * children) as a Catalyst expression: it reads the maps as Spark holds them. Generated code
+ * calls {@link #eval} (a fallback, as Spark's own lambdas are).
  */
 public final class PropertyTypesExpression extends Expression
     implements CodegenFallback, Serializable {
