@@ -58,7 +58,7 @@ from routing.io.lake_events import (
     stream,
     stream_options,
 )
-from routing.io.session import SMALL_BATCH_CONF, SMALL_BATCH_ROWS, small_batch, stop_session
+from routing.io.session import SMALL_BATCH_ROWS, batch_conf, stop_session
 from routing.io.storage import (
     DeltaStorage,
     Storage,
@@ -209,8 +209,8 @@ class BatchRunner:
             return
         router = self._router()
         read = slices.collect()
-        # a small batch runs interpreted, in one partition (session.SMALL_BATCH_CONF)
-        settings = SMALL_BATCH_CONF if small_batch(batch_rows(read)) else {}
+        # a small batch runs interpreted, in one partition (session.batch_conf)
+        settings = batch_conf(self.spark, batch_rows(read))
         scratch = Scratch()
         with session_conf(self.spark, settings):
             try:

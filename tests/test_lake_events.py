@@ -27,7 +27,7 @@ from routing.io.lake_events import (
     read_events,
     stream,
 )
-from routing.io.session import SMALL_BATCH_ROWS, small_batch
+from routing.io.session import SMALL_BATCH_ROWS, batch_conf, small_batch
 from routing.io.storage import append as job_append
 from routing.io.storage import session_conf
 from routing.plan import schemas
@@ -177,6 +177,28 @@ def test_a_batch_knows_its_size_from_its_slices(spark, tmp_path):
         False,
         False,
     )
+
+
+def test_a_batch_reads_many_small_files_in_as_many_partitions_as_its_shuffles(spark, tmp_path):
+    """Spark splits a read of many small files into many partitions (here one per two
+    files); a batch's settings (``session.batch_conf``) bound them by its shuffle
+    partitions, and the rows are the same."""
+    lake = Lake.at(tmp_path)
+    for k in range(12):
+        send(lake, f"svc.{k}", (k, k))
+    (slices,) = run(spark, lake, str(tmp_path / "ck"), lambda s: s)
+    split = {"spark.sql.files.maxPartitionBytes": str(8 << 20)}  # two 4 MB file opens
+    with session_conf(spark, split):
+        plain = read_events(spark, slices)
+        assert plain.rdd.getNumPartitions() == 6
+        large, small = batch_conf(spark, None), batch_conf(spark, 4)
+        with session_conf(spark, large):
+            bounded = read_events(spark, slices)
+            shuffles = int(spark.conf.get("spark.sql.shuffle.partitions"))
+            assert bounded.rdd.getNumPartitions() == shuffles == 2
+            assert_rows_equal(bounded, plain, ["message_id"])
+        with session_conf(spark, small):
+            assert read_events(spark, slices).rdd.getNumPartitions() == 1
 
 
 def test_whether_the_input_tables_hold_at_most_so_many_rows(spark, tmp_path):

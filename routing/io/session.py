@@ -180,6 +180,29 @@ def small_batch(rows: int | None) -> bool:
     return rows is not None and rows <= SMALL_BATCH_ROWS
 
 
+FILE_PARTITIONS = "spark.sql.files.maxPartitionNum"
+"""Spark's bound on the partitions a read of files is split into (:func:`batch_conf`)."""
+
+
+def batch_conf(spark: SparkSession, rows: int | None) -> dict[str, str]:
+    """What a micro-batch of ``rows`` input rows runs under: :data:`SMALL_BATCH_CONF` when it
+    is small, and its files read in at most as many partitions as its shuffles have
+    (:data:`FILE_PARTITIONS`).
+
+    A batch keeps what it reads in that many partitions anyway (``Scratch.keep``), but a read
+    of many small files, packed by Spark's open cost of 4 MB a file, is split into a
+    partition for every 32 of them, and the input's normalising step, which is not part of
+    a generated stage, builds its projection again for each: 126 times for the 4,000
+    address tables' files, about 3 s of a 15 s read (docs/PERFORMANCE.md).
+    """
+    settings = dict(SMALL_BATCH_CONF) if small_batch(rows) else {}
+    shuffles = settings.get("spark.sql.shuffle.partitions")
+    if shuffles is None:
+        shuffles = spark.conf.get("spark.sql.shuffle.partitions", "200")
+    settings[FILE_PARTITIONS] = str(shuffles)
+    return settings
+
+
 PY4J_CLASSES: dict[str, str] = {
     "functions": "org.apache.spark.sql.functions",
     "org.apache.spark.sql.functions": "org.apache.spark.sql.functions",
