@@ -186,21 +186,19 @@ FILE_PARTITIONS = "spark.sql.files.maxPartitionNum"
 
 def batch_conf(spark: SparkSession, rows: int | None) -> dict[str, str]:
     """What a micro-batch of ``rows`` input rows runs under: :data:`SMALL_BATCH_CONF` when it
-    is small, and its files read in at most as many partitions as its shuffles have
+    is small; otherwise its files read in at most as many partitions as its shuffles have
     (:data:`FILE_PARTITIONS`).
 
     A batch keeps what it reads in that many partitions anyway (``Scratch.keep``), but a read
     of many small files, packed by Spark's open cost of 4 MB a file, is split into a
     partition for every 32 of them, and the input's normalising step, which is not part of
     a generated stage, builds its projection again for each: 126 times for the 4,000
-    address tables' files, about 3 s of a 15 s read (docs/PERFORMANCE.md).
+    address tables' files, about 3 s of a 15 s read (docs/PERFORMANCE.md). A small batch
+    reads few files, and its latency did not gain from the bound.
     """
-    settings = dict(SMALL_BATCH_CONF) if small_batch(rows) else {}
-    shuffles = settings.get("spark.sql.shuffle.partitions")
-    if shuffles is None:
-        shuffles = spark.conf.get("spark.sql.shuffle.partitions", "200")
-    settings[FILE_PARTITIONS] = str(shuffles)
-    return settings
+    if small_batch(rows):
+        return dict(SMALL_BATCH_CONF)
+    return {FILE_PARTITIONS: spark.conf.get("spark.sql.shuffle.partitions", "200") or "200"}
 
 
 PY4J_CLASSES: dict[str, str] = {
