@@ -209,7 +209,7 @@ class BatchRunner:
             return
         router = self._router()
         read = slices.collect()
-        # a small batch runs interpreted, in one partition (session.batch_conf)
+        # small: interpreted, one partition; large: file reads bounded (session.batch_conf)
         settings = batch_conf(self.spark, batch_rows(read))
         scratch = Scratch()
         with session_conf(self.spark, settings):
