@@ -19,6 +19,7 @@ from py4j.protocol import Py4JError
 from pyspark.sql import SparkSession
 
 from routing.io.jvm import jvm_class
+from routing.plan._columns import shuffle_partitions
 
 log = logging.getLogger(__name__)
 
@@ -198,7 +199,7 @@ def batch_conf(spark: SparkSession, rows: int | None) -> dict[str, str]:
     """
     if small_batch(rows):
         return dict(SMALL_BATCH_CONF)
-    return {FILE_PARTITIONS: spark.conf.get("spark.sql.shuffle.partitions", "200") or "200"}
+    return {FILE_PARTITIONS: str(shuffle_partitions(spark))}
 
 
 PY4J_CLASSES: dict[str, str] = {
