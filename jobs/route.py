@@ -209,8 +209,8 @@ class BatchRunner:
             return
         router = self._router()
         read = slices.collect()
-        # small: interpreted, one partition; large: file reads bounded (session.batch_conf)
-        settings = batch_conf(self.spark, batch_rows(read))
+        # small: interpreted, one partition; large: file reads fitted (session.batch_conf)
+        settings = batch_conf(self.spark, batch_rows(read), len(read))
         scratch = Scratch()
         with session_conf(self.spark, settings):
             try:

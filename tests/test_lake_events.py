@@ -27,7 +27,13 @@ from routing.io.lake_events import (
     read_events,
     stream,
 )
-from routing.io.session import SMALL_BATCH_ROWS, batch_conf, small_batch
+from routing.io.session import (
+    READER_BATCH_ROWS,
+    SMALL_BATCH_ROWS,
+    batch_conf,
+    reader_batch_rows,
+    small_batch,
+)
 from routing.io.storage import append as job_append
 from routing.io.storage import session_conf
 from routing.plan import schemas
@@ -196,6 +202,36 @@ def test_a_batch_reads_many_small_files_in_as_many_partitions_as_its_shuffles(sp
             shuffles = int(spark.conf.get("spark.sql.shuffle.partitions"))
             assert bounded.rdd.getNumPartitions() == shuffles == 2
             assert_rows_equal(bounded, plain, ["message_id"])
+
+
+def test_a_large_batch_of_small_files_reads_them_in_batches_of_their_size(spark, tmp_path):
+    """Spark's Parquet reader allocates its batch's column vectors in every file it opens:
+    a large batch of small files reads them in batches of about a file's rows (at least
+    256), larger files in Spark's own 4,096; the rows read are the same."""
+    assert [reader_batch_rows(1_100_000, n) for n in (4_000, 1_000, 16)] == [512, 2048, 4096]
+    assert reader_batch_rows(10, 10) == 256
+    assert batch_conf(spark, 1_100_000, 4_000)[READER_BATCH_ROWS] == "512"
+    assert READER_BATCH_ROWS not in batch_conf(spark, 11_000_000, 2_000)
+    assert READER_BATCH_ROWS not in batch_conf(spark, SMALL_BATCH_ROWS)  # small: its own
+
+    lake = Lake.at(tmp_path)
+    for k in range(2):  # files of 600 rows: three batches of 256 each
+        rows = [
+            {
+                "message_id": k * 1000 + i,
+                "address": f"svc.{k}",
+                "sent_at": at(i),
+                "properties": {"n": str(i)} if i % 3 else None,
+                "body": bytes(i % 7),
+            }
+            for i in range(600)
+        ]
+        append(lake.address_table(f"svc.{k}"), rows, schemas.MESSAGE)
+    (slices,) = run(spark, lake, str(tmp_path / "ck"), lambda s: s)
+    plain = read_events(spark, slices)
+    with session_conf(spark, batch_conf(spark, SMALL_BATCH_ROWS + 1, 1_000)):
+        assert spark.conf.get(READER_BATCH_ROWS) == "256"
+        assert_rows_equal(read_events(spark, slices), plain, ["message_id"])
 
 
 def test_whether_the_input_tables_hold_at_most_so_many_rows(spark, tmp_path):

@@ -184,11 +184,33 @@ def small_batch(rows: int | None) -> bool:
 FILE_PARTITIONS = "spark.sql.files.maxPartitionNum"
 """Spark's bound on the partitions a read of files is split into (:func:`batch_conf`)."""
 
+READER_BATCH_ROWS = "spark.sql.parquet.columnarReaderBatchSize"
+"""The rows of a batch of Spark's Parquet reader: its column vectors are allocated for them,
+for every file it opens (:func:`reader_batch_rows`)."""
 
-def batch_conf(spark: SparkSession, rows: int | None) -> dict[str, str]:
-    """What a micro-batch of ``rows`` input rows runs under: :data:`SMALL_BATCH_CONF` when it
-    is small; otherwise its files read in at most as many partitions as its shuffles have
-    (:data:`FILE_PARTITIONS`).
+READER_BATCH_BOUNDS = (256, 4096)
+"""The least and the most rows :func:`reader_batch_rows` gives the reader's batch: Spark's
+default is the most; the least keeps the reader's work per batch small beside its rows."""
+
+
+def reader_batch_rows(rows: int, files: int) -> int:
+    """The rows of the Parquet reader's batch for a read of ``rows`` in ``files`` files: the
+    power of two that holds a file's rows on average, within :data:`READER_BATCH_BOUNDS`.
+
+    The reader allocates its column vectors (a message's maps and body among them) for a
+    batch's rows in every file it opens: at Spark's 4,096 for the 4,000 address tables' files
+    of about 275 rows each, their read took 14.6-15.4 s, at 256 or 512 12.0-12.9 s
+    (docs/PERFORMANCE.md)."""
+    least, most = READER_BATCH_BOUNDS
+    mean = -(-rows // max(files, 1))
+    return min(most, max(least, 1 << max(mean - 1, 0).bit_length()))
+
+
+def batch_conf(spark: SparkSession, rows: int | None, files: int = 1) -> dict[str, str]:
+    """What a micro-batch of ``rows`` input rows in ``files`` files runs under:
+    :data:`SMALL_BATCH_CONF` when it is small; otherwise its files read in at most as many
+    partitions as its shuffles have (:data:`FILE_PARTITIONS`), by a reader whose batches fit
+    its files (:func:`reader_batch_rows`).
 
     A batch keeps what it reads in that many partitions anyway (``Scratch.keep``), but a read
     of many small files, packed by Spark's open cost of 4 MB a file, is split into a
@@ -199,7 +221,11 @@ def batch_conf(spark: SparkSession, rows: int | None) -> dict[str, str]:
     """
     if small_batch(rows):
         return dict(SMALL_BATCH_CONF)
-    return {FILE_PARTITIONS: str(shuffle_partitions(spark))}
+    conf = {FILE_PARTITIONS: str(shuffle_partitions(spark))}
+    batch = reader_batch_rows(rows, files) if rows is not None else READER_BATCH_BOUNDS[1]
+    if batch < READER_BATCH_BOUNDS[1]:  # small files; larger ones keep Spark's (or yours)
+        conf[READER_BATCH_ROWS] = str(batch)
+    return conf
 
 
 PY4J_CLASSES: dict[str, str] = {
