@@ -47,7 +47,7 @@ import pyarrow as pa
 from deltalake.exceptions import DeltaError
 from pyspark.errors import AnalysisException
 from pyspark.java_gateway import ensure_callback_server_started
-from pyspark.sql import Column, DataFrame, Row, SparkSession
+from pyspark.sql import Column, DataFrame, DataFrameReader, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.classic.column import Column as ClassicColumn
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -290,8 +290,7 @@ def read_events(spark: SparkSession, slices: Sequence[Row]) -> DataFrame:
         else:
             found = found.drop(_FOLDER)
         rows = (
-            spark.read.schema(StructType.fromJson(json.loads(schema)))
-            .parquet(*locations)
+            parquet_files(spark.read.schema(StructType.fromJson(json.loads(schema))), locations)
             .withColumns(position)
             .join(F.broadcast(found), list(key))
         )
@@ -306,6 +305,17 @@ def read_events(spark: SparkSession, slices: Sequence[Row]) -> DataFrame:
     if not frames:
         return local_frame(spark, [], from_arrow_schema(EVENT))
     return union_of(frames)
+
+
+def parquet_files(reader: DataFrameReader, locations: Sequence[str]) -> DataFrame:
+    """``reader.parquet(*locations)``, the paths handed to the JVM in one py4j call: PySpark
+    passes a list element by element, a call each (the 4,000 address tables' files: 0.86 s
+    against 0.61 s, docs/PERFORMANCE.md). Paths are joined with NUL, which no path holds,
+    and split in the JVM, as :func:`routing.plan._columns.is_in` passes names."""
+    jvm = reader._spark._jvm
+    assert jvm is not None  # a reader exists: so does the gateway
+    paths = jvm.java.util.regex.Pattern.compile("\x00").split("\x00".join(locations))
+    return reader._df(reader._jreader.parquet(paths))
 
 
 # --------------------------------------------------------------------------------------
