@@ -215,7 +215,7 @@ def test_a_large_batch_of_small_files_reads_them_in_batches_of_their_size(spark,
     assert READER_BATCH_ROWS not in batch_conf(spark, SMALL_BATCH_ROWS)  # small: its own
 
     lake = Lake.at(tmp_path)
-    for k in range(2):  # files of 600 rows: three batches of 256 each
+    for k in range(2):  # files of 600 rows: three batches of at most 256
         rows = [
             {
                 "message_id": k * 1000 + i,

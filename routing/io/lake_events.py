@@ -310,10 +310,10 @@ def read_events(spark: SparkSession, slices: Sequence[Row]) -> DataFrame:
 def parquet_files(reader: DataFrameReader, locations: Sequence[str]) -> DataFrame:
     """``reader.parquet(*locations)``, the paths handed to the JVM in one py4j call: PySpark
     passes a list element by element, a call each (the read of the 4,000 address tables'
-    files was made in 0.86 s so, 0.61 s in one call: docs/PERFORMANCE.md). Paths are joined
-    with NUL, which no path holds, and split in the JVM into the ``String[]`` the reader
-    takes; :func:`routing.plan._columns.is_in` splits its names into the list Spark takes
-    (py4j passes no ``String[]`` where Java declares an ``Object[]``)."""
+    files was made in 0.86 s with a list, 0.61 s in one call: docs/PERFORMANCE.md). Paths
+    are joined with NUL, which no path holds, and split in the JVM into the ``String[]`` the
+    reader takes; :func:`routing.plan._columns.is_in` splits its names into the list Spark
+    takes (py4j passes no ``String[]`` where Java declares an ``Object[]``)."""
     jvm = reader._spark._jvm
     assert jvm is not None  # a reader exists: so does the gateway
     paths = jvm.java.util.regex.Pattern.compile("\x00").split("\x00".join(locations))
