@@ -15,9 +15,12 @@ mix and the same number of messages:
 - **competing consumers**: ``work`` with 4 anycast queues and ``jobs`` with 4, two of them
   filtered (``kind = 'a'``, ``kind = 'b'``), every message acknowledged on the queue its
   turn gave it. Against ``work`` and ``jobs`` with one queue each.
-- **marginal throughput**: the many-address and the anycast-group shapes are also routed
-  with a tenth of the messages; the job's marginal throughput between the two sizes is
-  set against the single-process router's (:mod:`bench.single_process`) on the same lakes.
+- **marginal throughput**: the many-address shape, its 10 addresses and the anycast-group
+  shape are also routed with a tenth of the messages; the job's marginal throughput
+  between the two sizes is set against the single-process router's
+  (:mod:`bench.single_process`) on the same lakes, and the time a message adds at many
+  addresses against the time it adds at 10 (what each run pays once cancelled: the
+  tables and files an address has, the tables a first batch creates).
 - **backlog**: a batch of new messages and their acknowledgements behind ``N`` PENDING
   messages in one queue (routed first, not timed), against the same batch behind as many
   PENDING messages as it has.
@@ -404,16 +407,43 @@ def _marginal(name: str, routed: dict[int, Routed]) -> list[Figure]:
     ]
 
 
+def _marginal_ratio(shape: dict[int, Routed], reference: dict[int, Routed]) -> list[Figure]:
+    """The time a message adds to a shape's run against the time it adds to its reference's
+    (:func:`marginal` of both): the cost per message with what each run pays once (the
+    session, one table and one file an address at least, the tables a first batch creates)
+    cancelled."""
+    runs = [r.run for r in (*shape.values(), *reference.values())]
+    if any(r is None for r in runs):
+        return []  # a failed run is said by the other figures
+    ratio = marginal({n: r.run.seconds for n, r in reference.items() if r.run}) / marginal(
+        {n: r.run.seconds for n, r in shape.items() if r.run}
+    )
+    return [
+        Figure(
+            "  time a message adds, against the reference shape",
+            ratio,
+            "x",
+            f"<= {TARGET_RATIO}",
+            0 < ratio <= TARGET_RATIO,  # not above 0: the sizes are too close to tell
+        )
+    ]
+
+
 def many_address_figures(
     spark: SparkSession, work: Path, addresses: int, messages: int
 ) -> list[Figure]:
-    (reference,) = route(spark, work, [many_addresses(10, messages)], single=True)
-    (shape,) = route(spark, work, [many_addresses(addresses, messages)], single=True)
     small = messages // MARGINAL
+    (reference,) = route(spark, work, [many_addresses(10, messages)], single=True)
+    (reference_smaller,) = route(spark, work, [many_addresses(10, small)], single=True)
+    (shape,) = route(spark, work, [many_addresses(addresses, messages)], single=True)
     (smaller,) = route(spark, work, [many_addresses(addresses, small)], single=True)
+    shapes = {small: smaller, messages: shape}
+    references = {small: reference_smaller, messages: reference}
     return [
         *_ratio(f"{messages:,} messages, {addresses:,} addresses against 10", shape, reference),
-        *_marginal(f"{addresses:,} addresses", {small: smaller, messages: shape}),
+        *_marginal_ratio(shapes, references),
+        *_marginal(f"{addresses:,} addresses", shapes),
+        *_marginal("10 addresses", references),
         Figure(
             f"  code generation fallbacks at {addresses:,} addresses",
             shape.fallbacks,
