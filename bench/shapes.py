@@ -401,9 +401,16 @@ def _marginal(name: str, routed: dict[int, Routed]) -> list[Figure]:
         return [Figure(f"{title}: a run FAILED", float("nan"), "", "", False)]
     job = marginal({n: r.run.seconds for n, r in routed.items() if r.run})
     single = marginal({n: r.single.seconds for n, r in routed.items() if r.single})
+    job_cpu = marginal({n: r.run.cpu_seconds for n, r in routed.items() if r.run})
+    single_cpu = marginal({n: r.single.cpu_seconds for n, r in routed.items() if r.single})
     return [
         Figure(title, job, "msg/s"),
         Figure("  against the single process's", job / single, "x", ">= 3x", job / single >= 3),
+        # messages a CPU-second adds (the CPU time of each process tree): what the
+        # throughputs would be on one CPU each
+        Figure(
+            "  messages a CPU-second adds, job against single process", job_cpu / single_cpu, "x"
+        ),
     ]
 
 
