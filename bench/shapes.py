@@ -29,12 +29,14 @@ Every run must reject nothing: the traffic's acknowledgements name the queue eac
 is in (:func:`anycast_turns` follows the broker's round robin).
 
 ``python -m bench shapes --scale S`` runs them as ``make bench`` does; ``python -m
-bench.shapes --addresses 4000 --messages 500000`` runs one shape at the issue's size.
+bench.shapes --addresses 4000 --messages 500000`` runs one shape at the issue's size, and
+``--rounds 3`` runs each of a figure's shapes three times in turn and takes the medians.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 import shutil
 import sys
@@ -69,6 +71,10 @@ MARGINAL = 10
 ``messages`` (100k to 1M at ``--messages 1000000``)."""
 PER_SERVICE = 20
 """Addresses per service of the many-address shape (``svc.S.A``)."""
+ROUNDS = 1
+"""Runs of each shape whose median a figure takes (``--rounds``). A figure's shapes run in
+turn, round after round (A, B, A, B), so the machine's drift falls on all of them: on two
+shared CPUs single runs of one lake swing by several seconds."""
 TARGET_RATIO = 1.3
 """The most a shape may cost per message against its reference (issue 72)."""
 FALLBACK = re.compile(r"Code grows beyond 64 KB|failed to compile|[Cc]odegen.*(fall|disabled)")
@@ -329,6 +335,39 @@ def route(
     return routed
 
 
+def in_turn(
+    spark: SparkSession,
+    work: Path,
+    shapes: Sequence[Sequence[Shape]],
+    *,
+    single: bool = False,
+    rounds: int = ROUNDS,
+) -> list[Routed]:
+    """Route each of ``shapes`` (:func:`route`'s shapes: the last one's run is timed)
+    ``rounds`` times, one after the other in each round; each one's median run, with the
+    median of its single-process runs."""
+    runs: list[list[Routed]] = [[] for _ in shapes]
+    for _ in range(rounds):
+        for routed, shape in zip(runs, shapes, strict=True):
+            routed.append(route(spark, work, shape, single=single)[-1])
+    return [_median(routed) for routed in runs]
+
+
+def _median(routed: list[Routed]) -> Routed:
+    """The run of median time among ``routed`` (a failed one if any failed), with the
+    single-process run of median time, and agreeing when every run agreed."""
+    failed = [r for r in routed if r.run is None]
+    if failed:
+        return failed[0]
+    middle = sorted(routed, key=lambda r: r.run.seconds if r.run else 0)[len(routed) // 2]
+    singles = sorted((r.single for r in routed if r.single), key=lambda s: s.seconds)
+    return dataclasses.replace(
+        middle,
+        single=singles[len(singles) // 2] if singles else None,
+        agrees=None if middle.agrees is None else all(r.agrees for r in routed),
+    )
+
+
 def _queue_counts(spark: SparkSession, lake: Path) -> dict[tuple[str, str], int]:
     """Messages by queue and status in the job's ``queue_messages``."""
     rows = spark.read.format("delta").load(Lake.at(lake).queue_messages).groupBy("queue", "status")
@@ -437,13 +476,16 @@ def _marginal_ratio(shape: dict[int, Routed], reference: dict[int, Routed]) -> l
 
 
 def many_address_figures(
-    spark: SparkSession, work: Path, addresses: int, messages: int
+    spark: SparkSession, work: Path, addresses: int, messages: int, rounds: int = ROUNDS
 ) -> list[Figure]:
     small = messages // MARGINAL
-    (reference,) = route(spark, work, [many_addresses(10, messages)], single=True)
-    (reference_smaller,) = route(spark, work, [many_addresses(10, small)], single=True)
-    (shape,) = route(spark, work, [many_addresses(addresses, messages)], single=True)
-    (smaller,) = route(spark, work, [many_addresses(addresses, small)], single=True)
+    reference, reference_smaller, shape, smaller = in_turn(
+        spark,
+        work,
+        [[many_addresses(n, m)] for n in (10, addresses) for m in (messages, small)],
+        single=True,
+        rounds=rounds,
+    )
     shapes = {small: smaller, messages: shape}
     references = {small: reference_smaller, messages: reference}
     return [
@@ -462,11 +504,21 @@ def many_address_figures(
     ]
 
 
-def competing_figures(spark: SparkSession, work: Path, messages: int) -> list[Figure]:
-    (reference,) = route(spark, work, [competing_consumers(messages, grouped=False)], single=True)
-    (shape,) = route(spark, work, [competing_consumers(messages, grouped=True)], single=True)
+def competing_figures(
+    spark: SparkSession, work: Path, messages: int, rounds: int = ROUNDS
+) -> list[Figure]:
     small = messages // MARGINAL
-    (smaller,) = route(spark, work, [competing_consumers(small, grouped=True)], single=True)
+    reference, shape, smaller = in_turn(
+        spark,
+        work,
+        [
+            [competing_consumers(messages, grouped=False)],
+            [competing_consumers(messages, grouped=True)],
+            [competing_consumers(small, grouped=True)],
+        ],
+        single=True,
+        rounds=rounds,
+    )
     return [
         *_ratio(f"{messages:,} messages, anycast groups of 4 against 1", shape, reference),
         *_marginal("anycast groups of 4", {small: smaller, messages: shape}),
@@ -474,9 +526,12 @@ def competing_figures(spark: SparkSession, work: Path, messages: int) -> list[Fi
     ]
 
 
-def backlog_figures(spark: SparkSession, work: Path, pending: int, batch: int) -> list[Figure]:
-    reference = route(spark, work, backlog(batch, batch))[-1]
-    shape = route(spark, work, backlog(pending, batch))[-1]
+def backlog_figures(
+    spark: SparkSession, work: Path, pending: int, batch: int, rounds: int = ROUNDS
+) -> list[Figure]:
+    reference, shape = in_turn(
+        spark, work, [backlog(batch, batch), backlog(pending, batch)], rounds=rounds
+    )
     return [
         *_ratio(
             f"{batch:,} messages behind {pending:,} PENDING against {batch:,}", shape, reference
@@ -491,9 +546,11 @@ def _none_rejected(*runs: Routed) -> Figure:
 
 
 SHAPES: dict[str, Callable[[SparkSession, Path, argparse.Namespace], list[Figure]]] = {
-    "many": lambda spark, work, a: many_address_figures(spark, work, a.addresses, a.messages),
-    "competing": lambda spark, work, a: competing_figures(spark, work, a.messages),
-    "backlog": lambda spark, work, a: backlog_figures(spark, work, a.pending, a.batch),
+    "many": lambda spark, work, a: many_address_figures(
+        spark, work, a.addresses, a.messages, a.rounds
+    ),
+    "competing": lambda spark, work, a: competing_figures(spark, work, a.messages, a.rounds),
+    "backlog": lambda spark, work, a: backlog_figures(spark, work, a.pending, a.batch, a.rounds),
 }
 
 
@@ -506,6 +563,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--messages", type=int, default=MESSAGES)
     parser.add_argument("--pending", type=int, default=BACKLOG)
     parser.add_argument("--batch", type=int, default=BATCH)
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=ROUNDS,
+        help="runs of each shape, in turn; figures take the median",
+    )
     args = parser.parse_args(argv)
     from routing.io.session import build_session
 
