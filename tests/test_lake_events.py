@@ -16,8 +16,8 @@ from routing.io.delta_tables import TableFiles, commit_app_ids, epoch_micros
 from routing.io.lake import Lake
 from routing.io.lake_events import (
     INPUT_SOURCE,
+    ROW_CHECKS,
     SLICE,
-    TYPES_CHECK,
     UNBOUNDED,
     LakeEventsReader,
     batch_as_of,
@@ -133,9 +133,10 @@ def test_two_tables_whose_files_share_names_are_each_read_once(spark, tmp_path, 
     assert {r.source for r in rows if r.error} == {"addresses/archive"}
 
 
-def test_the_jvm_check_of_property_types_reads_as_the_plain_path(spark, tmp_path):
-    """The job's JVM function of the types rule (:data:`TYPES_CHECK` ``jvm``) and Spark's
-    expressions (``plain``) read the same rows, reasons word for word."""
+def test_the_jvm_checks_of_rows_read_as_the_plain_path(spark, tmp_path):
+    """The job's JVM functions of the types rule and of the quoting of values
+    (:data:`ROW_CHECKS` ``jvm``) and Spark's expressions (``plain``) read the same rows,
+    reasons word for word."""
     lake = Lake.at(tmp_path)
     typed = [
         ({"n": "7", "s": "x"}, {"n": "integer", "s": "string"}),
@@ -155,14 +156,16 @@ def test_the_jvm_check_of_property_types_reads_as_the_plain_path(spark, tmp_path
                 "property_types": list(t.items()),
             }
             for i, (p, t) in enumerate(typed)
-        ],
+        ]
+        # in the table of another address, quoted in its reason
+        + [{"message_id": len(typed), "address": "ship\tment's", "sent_at": at(len(typed))}],
         schemas.MESSAGE,
     )
 
     def both(slices):
         frames = []
         for check in ("jvm", "plain"):
-            with session_conf(spark, {TYPES_CHECK: check}):
+            with session_conf(spark, {ROW_CHECKS: check}):
                 frames.append(read_events(spark, slices))
         return frames
 
@@ -170,6 +173,7 @@ def test_the_jvm_check_of_property_types_reads_as_the_plain_path(spark, tmp_path
     assert_rows_equal(jvm, plain, ["message_id"])
     errors = [r.error for r in jvm.orderBy("message_id").collect()]
     assert errors[0] is None and all(errors[1:]), errors
+    assert errors[-1] == 'address "ship\\tment\'s" does not belong in table addresses/orders'
 
 
 def test_a_batch_knows_its_size_from_its_slices(spark, tmp_path):

@@ -18,9 +18,9 @@ from chispa import assert_df_equality
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
-from routing.io.lake_events import types_check
+from routing.io.lake_events import row_checks
 from routing.plan import schemas
-from routing.plan.normalise import EVENT_SCHEMA, normalise, untyped_property
+from routing.plan.normalise import EVENT_SCHEMA, normalise, py_repr, untyped_property
 from tests.frames import assert_rows_equal
 from tests.gateway import sent_commands
 
@@ -158,10 +158,10 @@ def test_property_types_are_checked(spark, tmp_path, properties, types, reason):
     )
     rows, _ = read(spark, tmp_path, table)
     (found,) = normalise(rows, "addresses/orders").select("error").collect()
-    jvm_check = types_check(spark)
-    assert jvm_check is not None  # the job's jar is on the suite's classpath
+    jvm = row_checks(spark)
+    assert jvm is not None  # the job's jar is on the suite's classpath
     (checks,) = rows.select(
-        jvm_check(F.col("properties"), F.col("property_types")),
+        jvm.property_types(F.col("properties"), F.col("property_types")),
         untyped_property(F.col("properties"), F.col("property_types")),
     ).collect()
     if reason is None:
@@ -539,6 +539,35 @@ def test_a_row_in_the_table_of_another_address_is_rejected(spark, tmp_path):
     assert errors("addresses/zürich")[5] == (
         "address 'zürich' does not belong in table addresses/zürich"
     )
+
+
+QUOTED = [
+    "orders",
+    "",
+    "it's",
+    'say "hi"',
+    'it\'s "both" \\',
+    "\t\n\r\x00\x1f\x7f\x85\xa0",
+    "\u200b\u2028\u2029\ufeff\U000e0001",
+    "zürich 😀 東京",
+    "\ud7ff\ue000\U0010ffff",
+]
+
+
+def test_values_are_quoted_as_python_quotes_them(spark):
+    """A reason quotes a value as Python's ``repr()`` does: the job's JVM function and the
+    plain path (Spark's expressions) alike."""
+    jvm = row_checks(spark)
+    assert jvm is not None  # the job's jar is on the suite's classpath
+    texts = spark.createDataFrame([(t,) for t in [*QUOTED, None]], "text string")
+
+    quoted = texts.select(
+        "text", jvm.quoted(F.col("text")).alias("jvm"), py_repr(F.col("text")).alias("plain")
+    ).collect()
+
+    expected = {t: None if t is None else repr(t) for t in [*QUOTED, None]}
+    assert {r.text: r.jvm for r in quoted} == expected
+    assert {r.text: r.plain for r in quoted} == expected
 
 
 def test_values_of_the_wrong_kind_are_rejected(spark, tmp_path):

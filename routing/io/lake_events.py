@@ -80,7 +80,7 @@ from routing.plan.normalise import (
     POSITION,
     TABLE,
     TABLE_ADDRESS,
-    TypesCheck,
+    RowChecks,
     kind_name,
     normalise_tables,
 )
@@ -242,7 +242,7 @@ _SLICE_COLUMNS = StructType(
 
 def read_events(spark: SparkSession, slices: Sequence[Row]) -> DataFrame:
     """The input rows of a batch's slices as :data:`EVENT` rows, read by Spark's Parquet
-    reader and normalised to the SPEC types, property types checked by :func:`types_check`.
+    reader and normalised to the SPEC types, rows checked by :func:`row_checks`.
 
     One read for the tables of a kind that share a schema (every address table, usually):
     each row finds its table, position and event-time range by joining its file to the
@@ -253,7 +253,7 @@ def read_events(spark: SparkSession, slices: Sequence[Row]) -> DataFrame:
         events = read_events(spark, batch.collect())  # in foreachBatch
     """
     frames = []
-    check = types_check(spark)
+    checks = row_checks(spark)
     ordered = sorted(slices, key=lambda s: (kind_name(s.source), s.schema))
     for (kind, schema), group in groupby(ordered, key=lambda s: (kind_name(s.source), s.schema)):
         pieces = list(group)
@@ -294,7 +294,7 @@ def read_events(spark: SparkSession, slices: Sequence[Row]) -> DataFrame:
             .withColumns(position)
             .join(F.broadcast(found), list(key))
         )
-        events = normalise_tables(rows, kind, keep=(_AFTER, _UPTO), types_check=check)
+        events = normalise_tables(rows, kind, keep=(_AFTER, _UPTO), checks=checks)
         time = F.unix_micros(F.col(KINDS[kind].time_column))
         after = F.col(_AFTER)
         # a file read for the first time (no ``after``) gives its rows without a time too
@@ -607,32 +607,40 @@ JVM_TYPES_CHECK = "routing.properties.PropertyTypesCheck"
 """The check of a message's property types in the JVM (jars/src/routing/properties, in the
 job's jar): :func:`~routing.plan.normalise.untyped_property`'s rule as one Catalyst
 expression, which reads Spark's map data as it is (docs/DESIGN.md)."""
-TYPES_CHECK = "spark.routing.propertyTypesCheck"
-"""The session setting that picks how property types are checked: ``jvm``
-(:data:`JVM_TYPES_CHECK`, the default where the job's jar is on the classpath) or
-``plain`` (Spark's expressions, :func:`~routing.plan.normalise.untyped_property`)."""
+JVM_REPR = "routing.properties.PythonRepr"
+"""Python's ``repr()`` of a string column in the JVM (in the job's jar):
+:func:`~routing.plan.normalise.py_repr`'s rule as one Catalyst expression."""
+ROW_CHECKS = "spark.routing.rowChecks"
+"""The session setting that picks how the rows' checks are computed
+(:class:`~routing.plan.normalise.RowChecks`): ``jvm`` (:data:`JVM_TYPES_CHECK` and
+:data:`JVM_REPR`, the default where the job's jar is on the classpath) or ``plain``
+(Spark's expressions, :data:`~routing.plan.normalise.PLAIN_CHECKS`)."""
 
 
-def types_check(spark: SparkSession) -> TypesCheck | None:
-    """How ``spark``'s batches check property types (:data:`TYPES_CHECK`); None: the
-    plain path. A check is one per JVM, so the plans built with it are cached across batches."""
-    if spark.conf.get(TYPES_CHECK, "jvm") == "plain":
+def row_checks(spark: SparkSession) -> RowChecks | None:
+    """How ``spark``'s batches check property types and quote values (:data:`ROW_CHECKS`);
+    None: the plain path. The checks are one per JVM, so the plans built with them are
+    cached across batches."""
+    if spark.conf.get(ROW_CHECKS, "jvm") == "plain":
         return None
-    return _jvm_types_check(spark)
+    return _jvm_row_checks(spark)
 
 
 @cache
-def _jvm_types_check(spark: SparkSession) -> TypesCheck | None:
-    check = jvm_class(spark, JVM_TYPES_CHECK)
-    if check is None:
+def _jvm_row_checks(spark: SparkSession) -> RowChecks | None:
+    check, python_repr = jvm_class(spark, JVM_TYPES_CHECK), jvm_class(spark, JVM_REPR)
+    if check is None or python_repr is None:
         return None
     ranges = {kind: [str(low), str(high)] for kind, (low, high) in INTEGRAL_RANGES.items()}
     function = check(list(PROPERTY_TYPES), dict(TEXT_PATTERNS), ranges)
 
-    def column(properties: Column, types: Column) -> Column:
+    def property_types(properties: Column, types: Column) -> Column:
         return ClassicColumn(function.column(properties._jc, types._jc))
 
-    return column
+    def quoted(text: Column) -> Column:
+        return ClassicColumn(python_repr.column(text._jc))
+
+    return RowChecks(property_types=property_types, quoted=quoted)
 
 
 class LakeEventsPlanner:

@@ -32,7 +32,8 @@ JOB_JAR = Path(__file__).parents[2] / "jars" / "build" / "routing-job.jar"
 """The job's own classes, built by ``make setup``: Delta's append without its check of the
 table's transactions (jars/src/routing/delta, :func:`routing.io.storage.append`), the input
 stream's source (jars/src/routing/stream, :func:`routing.io.lake_events.stream`), the check of
-property types (jars/src/routing/properties, :func:`routing.io.lake_events.types_check`)."""
+property types and Python's repr() of a value (jars/src/routing/properties,
+:func:`routing.io.lake_events.row_checks`)."""
 
 CLASS_ARCHIVE = Path(__file__).parents[2] / "jars" / "build" / "spark-classes.jsa"
 """The classes a job loads, parsed and verified once (Java's class-data sharing), recorded

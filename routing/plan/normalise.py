@@ -174,8 +174,24 @@ def kind_name(source: str) -> str:
 
 TypesCheck = Callable[[Column, Column], Column]
 """Why a row's ``property_types`` cannot be, from its ``properties`` and ``property_types``
-columns: :func:`untyped_property` (Spark's expressions, the plain path) or the job's
-Catalyst expression of the same rule (:func:`routing.io.lake_events.types_check`)."""
+columns: :func:`untyped_property` or the job's Catalyst expression of the same rule."""
+
+Quote = Callable[[Column], Column]
+"""Python's ``repr()`` of a string column, as the reasons quote values: :func:`py_repr` or
+the job's Catalyst expression of the same rule."""
+
+
+@dataclass(frozen=True)
+class RowChecks:
+    """How the rules whose Spark expressions hold lambdas are computed: Spark only
+    interprets a lambda, and a projection that holds one is not compiled with its stage
+    (no whole-stage code: its projection is generated again for every partition read,
+    about 3 s of a batch of 4,000 address tables, docs/PERFORMANCE.md). The plain path is
+    :data:`PLAIN_CHECKS`; the job's jar has each rule as one expression with generated code
+    (:func:`routing.io.lake_events.row_checks`)."""
+
+    property_types: TypesCheck
+    quoted: Quote
 
 
 def normalise_tables(
@@ -183,14 +199,14 @@ def normalise_tables(
     kind: str,
     keep: Sequence[str] = (),
     *,
-    types_check: TypesCheck | None = None,
+    checks: RowChecks | None = None,
 ) -> DataFrame:
     """:func:`normalise` of rows of several tables of one ``kind`` read together, each row
     naming its table in :data:`TABLE` and :data:`TABLE_ADDRESS`: one projection, whatever
     the number of tables. ``keep``: columns of ``rows`` carried beside the EVENT columns;
-    ``types_check``: how property types are checked (None: :func:`untyped_property`).
+    ``checks``: how property types are checked and values quoted (None: :data:`PLAIN_CHECKS`).
     """
-    first, then = _projections(kind, rows.schema, types_check or untyped_property)
+    first, then = _projections(kind, rows.schema, checks or PLAIN_CHECKS)
     carried = [F.col(c) for c in keep]
     events = rows.select(*first, *carried)
     return events if then is None else events.select(*then, *carried)
@@ -198,11 +214,11 @@ def normalise_tables(
 
 @lru_cache(maxsize=64)
 def _projections(
-    kind_key: str, schema: StructType, types_check: TypesCheck
+    kind_key: str, schema: StructType, checks: RowChecks
 ) -> tuple[tuple[Column, ...], tuple[Column, ...] | None]:
     """The projections :func:`normalise_tables` makes of rows of tables of ``kind_key``
     read with ``schema``: the EVENT columns, and a second step when a row can fail (None
-    otherwise); property types checked by ``types_check``.
+    otherwise); property types checked and values quoted by ``checks``.
 
     Built once per kind, schema and check: a job reads the same tables batch after batch, and
     building their Columns is hundreds of py4j calls (about 1,900 of a ten-message
@@ -218,14 +234,14 @@ def _projections(
         if name not in present:
             values[name] = F.lit(None).cast(target)
             continue
-        value, reason = coerce(F.col(name), present[name], target, name)
+        value, reason = coerce(F.col(name), present[name], target, name, checks.quoted)
         values[name] = value
         if reason is not None:
             reasons.append(reason)
     if kind_key == layout.ADDRESSES:
         if "property_types" in present:
-            reasons.append(types_check(values["properties"], values["property_types"]))
-        reasons.append(misplaced(values["address"], source, F.col(TABLE_ADDRESS)))
+            reasons.append(checks.property_types(values["properties"], values["property_types"]))
+        reasons.append(misplaced(values["address"], source, F.col(TABLE_ADDRESS), checks.quoted))
 
     kept = sorted(name for name in kind.schema.names if name in present)
     columns = []
@@ -245,7 +261,6 @@ def _projections(
         return tuple(columns), None
     # raw in a second step: the first computes error once and keeps the producer's columns
     # that it converted; one read as the SPEC types is its EVENT column, not a second copy
-    # (a row of the first step is written whole: it has lambdas, so no generated code)
     converted = [name for name in kept if not _same(present[name], targets[name])]
     originals = [F.col(name).alias(_RAW_PREFIX + name) for name in converted]
     raw = _object(
@@ -269,14 +284,16 @@ def _projections(
 
 
 def coerce(
-    value: Column, source: DataType, target: DataType, name: str
+    value: Column, source: DataType, target: DataType, name: str, quoted: Quote | None = None
 ) -> tuple[Column, Column | None]:
     """``value`` (of type ``source``) as ``target``, and per row why it could not be.
 
     The reason is None when no row can fail (the conversion is chosen from the types, at
     plan time); otherwise a column that is null where the value converted, and
-    ``"<name>: ..."`` where it did not (the value is then null).
+    ``"<name>: ..."`` where it did not (the value is then null), text quoted by ``quoted``
+    (:func:`py_repr` when None).
     """
+    quoted = quoted or py_repr
     if _same(source, target) or isinstance(source, NullType):
         return value.cast(target), None
 
@@ -288,13 +305,13 @@ def coerce(
         if isinstance(source, TimestampNTZType):
             return failed("timestamp without a time zone")
         if isinstance(source, StringType):
-            return _timestamp_of_text(value, name)
+            return _timestamp_of_text(value, name, quoted)
         return failed(f"{spelled} is not a timestamp")
     if isinstance(target, IntegralType):
         if isinstance(source, IntegralType) or source == _UINT64:
             return _narrowed(value, source, target, name)
         if isinstance(source, StringType):
-            return _integer_of_text(value, target, name)
+            return _integer_of_text(value, target, name, quoted)
         return failed(f"{spelled} is not an integer")
     if isinstance(target, StringType):
         return failed(f"{spelled} is not a string")
@@ -391,19 +408,23 @@ def _reads_as(text: Column, kind: Column) -> Column:
     return reads.otherwise(F.lit(True))
 
 
-def misplaced(address: Column, source: Column, expected: Column) -> Column:
+def misplaced(
+    address: Column, source: Column, expected: Column, quoted: Quote | None = None
+) -> Column:
     """Why a row of the address table ``source`` names another address (null if it
     does not): a row belongs in the table of the address it names (SPEC §3 dir).
 
     ``expected``: the address whose table ``source`` is; null for a folder that is no
-    address's ``dir`` (made by hand), which holds no row of any address.
+    address's ``dir`` (made by hand), which holds no row of any address. ``quoted``: how
+    the address is quoted (:func:`py_repr` when None).
     """
+    quoted = quoted or py_repr
     wrong = (
         address.isNotNull() & (address != F.lit("")) & (expected.isNull() | (address != expected))
     )
     return F.when(
         wrong,
-        F.concat(F.lit("address "), py_repr(address), F.lit(" does not belong in table "), source),
+        F.concat(F.lit("address "), quoted(address), F.lit(" does not belong in table "), source),
     )
 
 
@@ -484,16 +505,18 @@ def _stripped(text: Column) -> Column:
     return F.regexp_replace(text, F.lit(f"^{space}+|{space}+\\z"), F.lit(""))
 
 
-def _integer_of_text(value: Column, target: DataType, name: str) -> tuple[Column, Column]:
+def _integer_of_text(
+    value: Column, target: DataType, name: str, quoted: Quote
+) -> tuple[Column, Column]:
     """``int(value.strip())`` as ``target``; not an integer, or out of range, is a reason."""
     digits, ascii_digits = _decimal_digits()
     text = F.translate(_stripped(value), digits, ascii_digits)
     readable = text.rlike(r"^[+-]?[0-9]+(?:_[0-9]+)*\z")
     number = F.when(readable, F.replace(text, F.lit("_"), F.lit("")).try_cast(target))
-    quoted = F.concat(F.lit(f"{name}: "), py_repr(value))
+    named = F.concat(F.lit(f"{name}: "), quoted(value))
     reason = F.when(
-        value.isNotNull() & ~readable, F.concat(quoted, F.lit(" is not an integer"))
-    ).when(value.isNotNull() & number.isNull(), F.concat(quoted, F.lit(" is out of range")))
+        value.isNotNull() & ~readable, F.concat(named, F.lit(" is not an integer"))
+    ).when(value.isNotNull() & number.isNull(), F.concat(named, F.lit(" is out of range")))
     return number, reason
 
 
@@ -576,7 +599,7 @@ def _iso() -> tuple[str, dict[str, int], str]:
     return pattern, {f: i for i, f in enumerate(fields)}, replacement
 
 
-def _timestamp_of_text(value: Column, name: str) -> tuple[Column, Column]:
+def _timestamp_of_text(value: Column, name: str, quoted: Quote) -> tuple[Column, Column]:
     """An ISO-8601 time with a zone as a UTC timestamp; anything else is a reason."""
     pattern, index, replacement = _iso()
     text = F.replace(_stripped(value), F.lit("Z"), F.lit("+00:00"))
@@ -640,7 +663,7 @@ def _timestamp_of_text(value: Column, name: str) -> tuple[Column, Column]:
     )
     reason = F.when(
         value.isNotNull() & moment.isNull(),
-        F.concat(F.lit(f"{name}: "), py_repr(value), F.lit(" is not a timestamp with a time zone")),
+        F.concat(F.lit(f"{name}: "), quoted(value), F.lit(" is not a timestamp with a time zone")),
     )
     return moment, reason
 
@@ -685,6 +708,10 @@ def _escaped_char(char: Column) -> Column:
     )
 
 
+PLAIN_CHECKS = RowChecks(property_types=untyped_property, quoted=py_repr)
+"""The rules of :class:`RowChecks` in Spark's expressions."""
+
+
 def _object(members: list[tuple[str, Column, DataType]]) -> Column:
     """``{"name":value,...}`` of the members in the order given, compact."""
     parts: list[Column] = []
@@ -703,6 +730,10 @@ def json_text(value: Column, kind: DataType) -> Column:
     if isinstance(kind, StructType):
         fields = sorted(kind.fields, key=lambda f: f.name)
         body = _object([(f.name, value.getField(f.name), f.dataType) for f in fields])
+    elif _string_map(kind):
+        # Spark's JSON of the map with its entries in key order, as the lambdas below write
+        # it: without a lambda, its projection is compiled with its stage (RowChecks)
+        body = F.to_json(F.map_from_entries(F.sort_array(F.map_entries(value))))
     elif isinstance(kind, MapType):
         value_kind = kind.valueType
         entries = F.transform(

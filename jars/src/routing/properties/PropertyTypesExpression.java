@@ -1,58 +1,35 @@
 package routing.properties;
 
-import java.io.Serializable;
 import java.util.List;
 import java.util.Objects;
 
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.codegen.CodegenContext;
-import org.apache.spark.sql.catalyst.expressions.codegen.CodegenFallback;
 import org.apache.spark.sql.catalyst.expressions.codegen.ExprCode;
 import org.apache.spark.sql.catalyst.util.MapData;
-import org.apache.spark.sql.types.DataType;
-import org.apache.spark.sql.types.DataTypes;
 
 import scala.collection.immutable.IndexedSeq;
-import scala.collection.immutable.Seq;
-import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * {@link PropertyTypesCheck} of a row's {@code properties} and {@code property_types} (its two
- * children) as a Catalyst expression: it reads the maps as Spark holds them. Generated code
- * calls {@link #eval} (a fallback, as Spark's own lambdas are).
+ * children) as a Catalyst expression: it reads the maps as Spark holds them. Its generated
+ * code calls the check, a reference object of the generated class.
  */
-public final class PropertyTypesExpression extends Expression
-    implements CodegenFallback, Serializable {
+public final class PropertyTypesExpression extends StringExpression {
 
   private static final long serialVersionUID = 1L;
 
   private final Expression properties;
   private final Expression propertyTypes;
   private final PropertyTypesCheck check;
-  private final Seq<Expression> children;
 
   public PropertyTypesExpression(
       Expression properties, Expression propertyTypes, PropertyTypesCheck check) {
+    super(List.of(properties, propertyTypes));
     this.properties = properties;
     this.propertyTypes = propertyTypes;
     this.check = check;
-    this.children = CollectionConverters.asScala(List.of(properties, propertyTypes)).toList();
-  }
-
-  @Override
-  public Seq<Expression> children() {
-    return children;
-  }
-
-  @Override
-  public DataType dataType() {
-    return DataTypes.StringType;
-  }
-
-  @Override
-  public boolean nullable() {
-    return true;
   }
 
   @Override
@@ -71,7 +48,15 @@ public final class PropertyTypesExpression extends Expression
 
   @Override
   public ExprCode doGenCode(CodegenContext ctx, ExprCode ev) {
-    return CodegenFallback.super.doGenCode(ctx, ev);
+    String rule =
+        ctx.addReferenceObj("propertyTypesCheck", check, PropertyTypesCheck.class.getName());
+    ExprCode maps = properties.genCode(ctx);
+    ExprCode types = propertyTypes.genCode(ctx);
+    return call(
+        ev,
+        List.of(maps, types),
+        types.isNull() + " ? null : " + rule + ".reason(" + maps.isNull() + " ? null : "
+            + maps.value() + ", " + types.value() + ")");
   }
 
   @Override
