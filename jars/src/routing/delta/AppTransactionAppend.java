@@ -95,7 +95,7 @@ public final class AppTransactionAppend {
     DeltaOperations.Write operation = appendOperation(partitions, deltaOptions);
     OptimisticTransaction txn =
         deferCheckpoint
-            ? new CheckpointDeferred(log)
+            ? new CheckpointDeferred(log, Option.empty())
             : log.startTransaction(Option.empty(), Option.empty());
     String appId = options.get("txnAppId");
     if (appId != null) {
@@ -193,8 +193,9 @@ public final class AppTransactionAppend {
    * state anyway). Unregistering the hook alone left the reconstruction in the commit.
    */
   static final class CheckpointDeferred extends OptimisticTransaction {
-    CheckpointDeferred(DeltaLog log) {
-      super(log, Option.empty(), Option.<Snapshot>empty());
+    /** @param snapshot the snapshot it starts from (empty: the log's latest) */
+    CheckpointDeferred(DeltaLog log, Option<Snapshot> snapshot) {
+      super(log, Option.empty(), snapshot);
     }
 
     @Override

@@ -23,14 +23,17 @@ import org.apache.spark.sql.delta.DeltaConfigs$;
 import org.apache.spark.sql.delta.DeltaLog;
 import org.apache.spark.sql.delta.DeltaOperations;
 import org.apache.spark.sql.delta.DeltaOptions;
+import org.apache.spark.sql.delta.DummySnapshot;
 import org.apache.spark.sql.delta.NoMapping$;
 import org.apache.spark.sql.delta.OptimisticTransaction;
 import org.apache.spark.sql.delta.OptimisticTransaction$;
+import org.apache.spark.sql.delta.Snapshot;
 import org.apache.spark.sql.delta.actions.Action;
 import org.apache.spark.sql.delta.actions.AddFile;
 import org.apache.spark.sql.delta.actions.FileAction;
 import org.apache.spark.sql.delta.actions.Format;
 import org.apache.spark.sql.delta.actions.Metadata;
+import org.apache.spark.sql.delta.actions.Protocol;
 import org.apache.spark.sql.delta.actions.SetTransaction;
 import org.apache.spark.sql.types.DataType$;
 import org.apache.spark.sql.types.StructField;
@@ -74,6 +77,7 @@ public final class StagedAppends {
     private final StructType schema;
     private final Map<String, String> configuration;
     private final Map<String, List<AddFile>> files;
+    private volatile Protocol newTableProtocol;
 
     Staged(Path root, StructType schema, Map<String, String> configuration,
         Map<String, List<AddFile>> files) {
@@ -81,6 +85,26 @@ public final class StagedAppends {
       this.schema = schema;
       this.configuration = configuration;
       this.files = files;
+    }
+
+    /**
+     * The snapshot a commit that creates a table starts from: {@code none}, the table's
+     * snapshot before it exists, carrying Delta's protocol for a new table. That one computes
+     * the protocol again each time it is asked, from the session's defaults and every table
+     * feature, many times a commit: a third of a commit that created a table (JFR). The
+     * protocol is the same for every table these files create, so it is computed once.
+     */
+    Snapshot newTable(DeltaLog log, Snapshot none) {
+      if (!(none instanceof DummySnapshot)) {
+        return none;
+      }
+      Protocol protocol = newTableProtocol;
+      if (protocol == null) {
+        protocol = none.protocol();
+        newTableProtocol = protocol;
+      }
+      return new DummySnapshot(
+          log.logPath(), log, none.metadata(), Option.empty(), Option.apply(protocol));
     }
 
     /** Delete the staging folder (what is left of it once the tables took their files). */
@@ -172,10 +196,14 @@ public final class StagedAppends {
       long checkedVersion) {
     List<AddFile> files = Objects.requireNonNullElse(staged.files.remove(table), List.of());
     DeltaLog log = DeltaLog.forTable(spark, path);
+    Snapshot snapshot = log.update(false, Option.empty(), Option.empty());
+    if (snapshot.version() < 0) {
+      snapshot = staged.newTable(log, snapshot);
+    }
     OptimisticTransaction txn =
         deferCheckpoint
-            ? new AppTransactionAppend.CheckpointDeferred(log)
-            : log.startTransaction(Option.empty(), Option.empty());
+            ? new AppTransactionAppend.CheckpointDeferred(log, Option.apply(snapshot))
+            : log.startTransaction(Option.empty(), Option.apply(snapshot));
     FileSystem fs;
     try {
       fs = log.dataPath().getFileSystem(log.newDeltaHadoopConf());
