@@ -29,6 +29,7 @@ import threading
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import TypeVar
 from urllib.parse import unquote
@@ -426,9 +427,7 @@ class _Commit:
                     add = action["add"]
                     adds.append({**add, "path": unquote(add["path"])})
                 elif "metaData" in action:
-                    schema = pa.schema(
-                        Schema.from_json(action["metaData"]["schemaString"]).to_arrow()
-                    )
+                    schema = _arrow_schema_of(action["metaData"]["schemaString"])
                 elif "commitInfo" in action:
                     operation = action["commitInfo"].get("operation")
                 elif "txn" in action:
@@ -439,6 +438,13 @@ class _Commit:
             operation,
             any(app.startswith(ROUTING_APP_PREFIX) for app in apps),
         )
+
+
+@lru_cache(maxsize=256)
+def _arrow_schema_of(schema_string: str) -> pa.Schema:
+    """A commit's ``schemaString`` as Arrow types: parsed once for the many tables that share
+    it (every address table the job or one producer created)."""
+    return pa.schema(Schema.from_json(schema_string).to_arrow())
 
 
 def _stat_time(value: object) -> dt.datetime | None:

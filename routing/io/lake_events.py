@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from functools import cache
+from functools import cache, lru_cache
 from itertools import groupby
 from pathlib import PurePath
 from typing import ClassVar
@@ -361,8 +361,7 @@ class LakeEventsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _schema(self, source: str, version: int) -> str:
         """The table's Spark schema (JSON) at ``version``."""
         if (source, version) not in self._schemas:
-            schema = self._log(source).schema(version)
-            self._schemas[(source, version)] = from_arrow_schema(schema).json()
+            self._schemas[(source, version)] = _spark_schema(self._log(source).schema(version))
         return self._schemas[(source, version)]
 
     def _versions(self) -> dict[str, int]:
@@ -461,6 +460,13 @@ class LakeEventsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end: dict) -> None:
         pass
+
+
+@lru_cache(maxsize=256)
+def _spark_schema(schema: pa.Schema) -> str:
+    """``schema`` as Spark's schema (JSON): converted once for the many tables that share it
+    (4,000 address tables: about 1 s of a first batch's planning)."""
+    return from_arrow_schema(schema).json()
 
 
 def _later_than(f: DataFile, until: int) -> bool:
