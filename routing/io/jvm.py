@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from py4j.java_collections import MapConverter
 from pyspark.sql import SparkSession
 
 
@@ -25,3 +27,11 @@ def jvm_class(spark: SparkSession, name: str) -> Any | None:
     for part in name.split("."):
         view = getattr(view, part)
     return view
+
+
+def java_map(spark: SparkSession, entries: Mapping[str, str]) -> Any:
+    """``entries`` as one ``java.util.Map`` to hand to many calls: py4j converts a dict
+    passed to a call entry by entry, a round trip each, every time."""
+    gateway = spark.sparkContext._gateway
+    assert gateway is not None  # a session with a JVM (jvm_class found the caller's class)
+    return MapConverter().convert(dict(entries), gateway._gateway_client)

@@ -53,7 +53,7 @@ from routing.io.delta_tables import (
     row_count,
     version_before_app_commit,
 )
-from routing.io.jvm import jvm_class
+from routing.io.jvm import java_map, jvm_class
 from routing.io.lake import Lake
 from routing.plan import schemas
 from routing.plan._columns import is_in, local_frame, shuffle_partitions, union_by_name
@@ -650,15 +650,19 @@ def append_staged(
         statistics=STATISTICS_COLUMNS[layout.ADDRESSES],
     )
     jspark = rows.sparkSession._jsparkSession
-    staged = appender.stage(jspark, rows._jdf, TABLE, lake.table(layout.STAGING), options)
+    # the options as one Java map and the method looked up once: py4j makes a call of each
+    # entry and of each lookup (400 new tables: 2.6 of 14 s of the commits' samples, py-spy)
+    joptions = java_map(rows.sparkSession, options)
+    staged = appender.stage(jspark, rows._jdf, TABLE, lake.table(layout.STAGING), joptions)
+    commit_staged = appender.commit
 
     def commit(table: str) -> bool:
-        due = appender.commit(
+        due = commit_staged(
             jspark,
             staged,
             table,
             lake.table(table),
-            options,
+            joptions,
             checkpoints is not None,
             checked[table],
         )
