@@ -186,7 +186,7 @@ class RowChecks:
     """How the rules whose Spark expressions hold lambdas are computed: Spark only
     interprets a lambda, and a projection that holds one is not compiled with its stage
     (no whole-stage code: its projection is generated again for every partition read,
-    about 3 s of a batch of 4,000 address tables, docs/PERFORMANCE.md). The plain path is
+    18% of the read's samples at 4,000 address tables, docs/PERFORMANCE.md). The plain path is
     :data:`PLAIN_CHECKS`; the job's jar has each rule as one expression with generated code
     (:func:`routing.io.lake_events.row_checks`)."""
 
