@@ -239,6 +239,7 @@ class BatchRunner:
             as_of=batch_as_of(read, self.as_of),
             taken=self.storage.taken(self.spark, batch_id),
             pending_expirations=self.storage.pending_expirations(),
+            reads=self.storage.reads(self.spark),
         )
         state = JobState(result.clock, positions_of(result.positions), result.created)
         written = self.storage.write(

@@ -41,6 +41,7 @@ from routing.io.storage import append as append_rows
 from routing.plan import schemas
 from routing.plan._columns import local_frame
 from routing.plan.expiry import Expirations
+from routing.plan.id_ranges import IdRanges
 from tests.lakeio import append, at, commit_actions
 
 APP = "jobs.route:test-query"
@@ -197,6 +198,54 @@ def test_a_batch_too_large_to_carry_leaves_the_next_to_read_delta(spark, tmp_pat
 
     assert pending.inputFiles() != []
     assert sorted(r.message_id for r in pending.collect()) == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("expirations", "earliest"),
+    [((None, None), None), ((None, 9_000), 9_000), ((7_000, 5_000), 5_000)],
+    ids=["none", "one", "earliest"],
+)
+def test_pending_rows_read_through_delta_have_their_expirations_from_the_statistics(
+    spark, tmp_path, monkeypatch, expirations, earliest
+):
+    """Known without reading a row, as the carried rows' are: a batch behind a deep backlog
+    asks no more to know that none expires. An EXPIRED row's expiration is not theirs."""
+    monkeypatch.setattr("routing.io.storage.CARRIED_PENDING_ROWS", 0)
+    lake = Lake.at(tmp_path / "lake")
+    storage = DeltaStorage(lake)
+    first, second = expirations
+    write_batch(spark, storage, 0, [queue_row(1, "PENDING", expiration=first)])
+    write_batch(
+        spark,
+        storage,
+        1,
+        [queue_row(2, "PENDING", expiration=second), queue_row(3, "EXPIRED", expiration=100)],
+    )
+
+    next_process = DeltaStorage(lake)
+    next_process.pending(spark)
+
+    expected = None if earliest is None else epoch_micros(at(earliest))
+    assert next_process.pending_expirations() == Expirations(expected)
+
+
+def test_pending_rows_of_files_without_expiration_statistics_have_no_known_expirations(
+    spark, tmp_path, monkeypatch
+):
+    """A table the job created before its files recorded them: the batch asks (None)."""
+    from deltalake import write_deltalake
+
+    monkeypatch.setattr("routing.io.storage.CARRIED_PENDING_ROWS", 0)
+    lake = Lake.at(tmp_path / "lake")
+    earlier = {"delta.dataSkippingStatsColumns": "message_id,sent_at,routed_at,status_at"}
+    empty = schemas.QUEUE_MESSAGE.empty_table()
+    write_deltalake(lake.queue_messages, empty, partition_by=["status"], configuration=earlier)
+    write_batch(spark, DeltaStorage(lake), 0, [queue_row(1, "PENDING", expiration=9_000)])
+
+    storage = DeltaStorage(lake)
+    storage.pending(spark)
+
+    assert storage.pending_expirations() is None
 
 
 def test_a_batch_of_new_messages_carries_the_rows_its_write_kept(spark, tmp_path):
@@ -663,7 +712,8 @@ def bounded_columns(location: str) -> set[str]:
 
 
 def test_the_tables_the_job_creates_keep_statistics_on_their_ids_and_times(spark, tmp_path):
-    """Only those bounds skip files (every batch's files hold every queue and status); a
+    """Only those bounds skip files (every batch's files hold every queue and status), and
+    the PENDING rows' expirations tell a batch without a read whether one is due; a
     producer appending to an address table the job created still records its event times,
     which the input stream cuts by; a producer's own table keeps Delta's default."""
     lake = Lake.at(tmp_path / "lake")
@@ -673,6 +723,7 @@ def test_the_tables_the_job_creates_keep_statistics_on_their_ids_and_times(spark
         "sent_at",
         "routed_at",
         "status_at",
+        "expiration",
     }
     assert bounded_columns(lake.producer_ids) == {"message_id", "batch_id"}
 
@@ -747,11 +798,12 @@ def test_queue_rows_not_folded_are_counted_without_the_carried_rows(spark, tmp_p
         schemas.spark_schema(schemas.QUEUE_MESSAGE),
     )
 
-    count, updates, pending, expirations = storage._count_queue_rows(rows, folded)
+    count, updates, pending, expirations, ids = storage._count_queue_rows(rows, folded)
 
     assert (count, updates, pending) == (2, folded, 1)
     assert expirations is not None
     assert expirations.earliest == epoch_micros(at(700))
+    assert ids == IdRanges(((1, 3),))
 
 
 def test_an_app_transaction_committed_since_the_writer_looked_is_not_committed_again(

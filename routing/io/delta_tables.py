@@ -182,11 +182,16 @@ class TableLogs:
         """:func:`file_count`."""
         return self._ask(location, lambda table: len(table.file_uris()), 0)
 
-    def partition_rows(self, location: str, column: str, value: str) -> tuple[int, int | None]:
-        """The table's latest version and the rows of its partition ``column = value`` then,
-        from its files' statistics (None: a file has none; -1 and 0: no table)."""
-        no_table: tuple[int, int | None] = (-1, 0)
-        return self._ask(location, lambda table: _partition_rows(table, column, value), no_table)
+    def partition(
+        self, location: str, column: str, value: str, earliest: tuple[str, ...] = ()
+    ) -> PartitionStatistics:
+        """What the table's latest version says of its partition ``column = value``, from
+        its files' statistics: its rows, and the earliest value of each timestamp column of
+        ``earliest`` (:class:`PartitionStatistics`; version -1: no table)."""
+        no_table = PartitionStatistics(-1, 0, dict.fromkeys(earliest))
+        return self._ask(
+            location, lambda table: _partition(table, column, value, earliest), no_table
+        )
 
     def _ask(self, location: str, question: Callable[[DeltaTable], _T], no_table: _T) -> _T:
         with self._lock:
@@ -202,15 +207,52 @@ class TableLogs:
             return question(table)
 
 
-def _partition_rows(table: DeltaTable, column: str, value: str) -> tuple[int, int | None]:
+@dataclass(frozen=True)
+class PartitionStatistics:
+    """A partition of a table at ``version``, as its files' statistics describe it."""
+
+    version: int
+    rows: int | None
+    """Its rows (None: a file has no statistics)."""
+    earliest: dict[str, int | None]
+    """The earliest value of each column asked, in epoch µs: None when no row has one;
+    a column is left out when a file has no statistics of it (a table whose statistics
+    columns do not include it, or did not when the file was written)."""
+
+
+def _partition(
+    table: DeltaTable, column: str, value: str, earliest: tuple[str, ...]
+) -> PartitionStatistics:
+    version = table.version()
     files = pa.table(table.get_add_actions(flatten=True))
     if not files.num_rows:
-        return table.version(), 0
+        return PartitionStatistics(version, 0, dict.fromkeys(earliest))
     if "num_records" not in files.column_names:
-        return table.version(), None
+        return PartitionStatistics(version, None, {})
     part = files.filter(pc.equal(files.column(f"partition.{column}"), value))
     records = part.column("num_records")
-    return table.version(), None if records.null_count else sum(records.to_pylist())
+    rows = None if records.null_count else sum(records.to_pylist())
+    return PartitionStatistics(version, rows, _earliest(part, earliest) if rows is not None else {})
+
+
+def _earliest(files: pa.Table, columns: tuple[str, ...]) -> dict[str, int | None]:
+    """The earliest value of each timestamp column among ``files`` (add actions with their
+    row counts), left out when a file has no statistics of it. A file whose column is null
+    in every row records no minimum."""
+    found: dict[str, int | None] = {}
+    for name in columns:
+        nulls, low = f"null_count.{name}", f"min.{name}"
+        if not files.num_rows:
+            found[name] = None
+            continue
+        if nulls not in files.column_names or files.column(nulls).null_count:
+            continue
+        valued = files.filter(pc.less(files.column(nulls), files.column("num_records")))
+        if not valued.num_rows:
+            found[name] = None
+        elif low in valued.column_names and not valued.column(low).null_count:
+            found[name] = pc.min(valued.column(low).cast(pa.int64())).as_py()
+    return found
 
 
 def _last_user_metadata(table: DeltaTable, lookback: int) -> str | None:

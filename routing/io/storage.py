@@ -45,6 +45,7 @@ from pyspark.sql import functions as F
 from routing.broker import layout
 from routing.broker.state import JobState
 from routing.io.delta_tables import (
+    PartitionStatistics,
     TableLogs,
     commit_app_ids,
     commit_file,
@@ -60,6 +61,7 @@ from routing.plan._columns import is_in, local_frame, shuffle_partitions, union_
 from routing.plan.batch import BatchResult, batch_value, batch_values
 from routing.plan.deliveries import KEY
 from routing.plan.expiry import Expirations, earliest_expiration
+from routing.plan.id_ranges import WHOLE, IdRanges, ReadsById
 from routing.plan.scratch import Scratch
 
 log = logging.getLogger(__name__)
@@ -97,6 +99,18 @@ KEPT_PRODUCER_IDS = 100_000
 """Producer ids up to which the producer-id table, read through Delta, is kept in memory
 (checkpointed once) rather than read again, pinned, by every batch (:meth:`DeltaStorage.taken`)."""
 
+READS = "spark.routing.stateReads"
+"""The session setting that picks how a batch reads what earlier batches left in Delta's
+files (its PENDING rows, the producer ids taken, the MERGE's target): ``by-id`` (the
+default: only the files that may hold the ids the batch names, by their statistics,
+:mod:`routing.plan.id_ranges`) or ``whole`` (every file, the plain path)."""
+
+
+def reads_by_id(spark: SparkSession) -> bool:
+    """Whether ``spark``'s batches read earlier batches' files by id (:data:`READS`)."""
+    return spark.conf.get(READS, "by-id") != "whole"
+
+
 APP_TRANSACTION_APPEND = "routing.delta.AppTransactionAppend"
 """Delta's append of an app transaction without its check of the table's transactions
 (jars/src/routing/delta, built by ``make setup``; :func:`append`)."""
@@ -133,7 +147,7 @@ STATISTICS_COLUMNS: Mapping[str, tuple[str, ...]] = {
     layout.ADDRESSES: ("message_id", "sent_at"),
     layout.DELIVERIES: ("message_id", "at"),
     layout.MANAGEMENT: ("message_id", "at"),
-    layout.QUEUE_MESSAGES: ("message_id", "sent_at", "routed_at", "status_at"),
+    layout.QUEUE_MESSAGES: ("message_id", "sent_at", "routed_at", "status_at", "expiration"),
     layout.JOURNAL: ("message_id", "at"),
     layout.REJECTED: ("at",),
     layout.PRODUCER_IDS: ("message_id", "batch_id"),
@@ -759,6 +773,11 @@ class Storage(Protocol):
         """Producer ids accepted before ``batch_id`` (None: none yet)."""
         ...
 
+    def reads(self, spark: SparkSession) -> ReadsById:
+        """Which of the rows :meth:`pending` and :meth:`taken` gave last are files a batch
+        reads only where its ids may be."""
+        ...
+
     def write(
         self, outputs: Outputs, state: JobState, app_id: str, batch_id: int
     ) -> dict[str, int]:
@@ -820,6 +839,23 @@ class CarriedPending:
 
 
 @dataclass(frozen=True)
+class PendingInDelta:
+    """The PENDING rows of ``queue_messages`` read through Delta (``rows``), with what its
+    files' statistics say of them: ``count`` (None: a file has none), and their
+    ``expirations`` (None: a file has none of ``expiration``)."""
+
+    rows: DataFrame
+    count: int | None
+    expirations: Expirations | None
+
+    @classmethod
+    def read(cls, rows: DataFrame, partition: PartitionStatistics) -> PendingInDelta:
+        earliest = partition.earliest
+        known = "expiration" in earliest
+        return cls(rows, partition.rows, Expirations(earliest["expiration"]) if known else None)
+
+
+@dataclass(frozen=True)
 class CarriedProducerIds:
     """The producer ids of ``_state/producer_ids`` at ``version``: the table read through
     Delta at an earlier version (``base``: pinned, so read again it rebuilds nothing, or
@@ -836,6 +872,7 @@ class CarriedProducerIds:
     added_rows: int = 0
     scratch: Scratch = field(default_factory=Scratch)
     base_scratch: Scratch = field(default_factory=Scratch)  # ``base``, when it is kept
+    base_in_files: bool = False  # ``base`` is read from Delta's files, not kept
 
     def rows(self) -> DataFrame:
         """Every producer id of the table at ``version`` (``PRODUCER_ID`` rows)."""
@@ -847,7 +884,8 @@ class QueueRows:
     """A batch's queue rows, kept in ``scratch`` and counted (:meth:`DeltaStorage.write`):
     ``count`` rows, ``updates`` whether one may update a PENDING row, and ``pending`` how
     many are PENDING and ``pending_expirations`` theirs (None: not counted, the batch's
-    PENDING rows were not carried). ``read_pending``: :attr:`Outputs.queue_rows_read_pending`."""
+    PENDING rows were not carried), and ``ids`` the ranges of their ids (the MERGE reads
+    only the files that may hold them). ``read_pending``: :attr:`Outputs.queue_rows_read_pending`."""
 
     rows: DataFrame
     scratch: Scratch
@@ -856,6 +894,7 @@ class QueueRows:
     updates: bool
     pending: int | None
     pending_expirations: Expirations | None = None
+    ids: IdRanges | None = None
 
 
 @dataclass
@@ -872,6 +911,7 @@ class DeltaStorage:
 
     lake: Lake
     _read: DataFrame | None = field(default=None, init=False, repr=False)
+    _in_delta: PendingInDelta | None = field(default=None, init=False, repr=False)
     _carried: CarriedPending | None = field(default=None, init=False, repr=False)
     _ids: CarriedProducerIds | None = field(default=None, init=False, repr=False)
     _checkpoints: LogCheckpoints | None = field(default=None, init=False, repr=False)
@@ -909,14 +949,17 @@ class DeltaStorage:
         if not is_table(location):
             self._read = local_frame(spark, [], schemas.spark_schema(schemas.QUEUE_MESSAGE))
             return self._read
-        version, rows = self._logs.partition_rows(
-            location, schemas.QUEUE_MESSAGES_PARTITION, schemas.PENDING
+        partition = self._logs.partition(
+            location, schemas.QUEUE_MESSAGES_PARTITION, schemas.PENDING, ("expiration",)
         )
-        if rows is not None and rows <= CARRIED_PENDING_ROWS:
-            self._carried = self._read_carried(spark, version)
+        if partition.rows is not None and partition.rows <= CARRIED_PENDING_ROWS:
+            self._carried = self._read_carried(spark, partition.version)
             self._read = self._carried.rows
         else:
-            self._read = self._read_delta(spark)
+            self._in_delta = PendingInDelta.read(
+                self._read_delta(spark, partition.version), partition
+            )
+            self._read = self._in_delta.rows
         return self._read
 
     def _read_delta(self, spark: SparkSession, version: int | None = None) -> DataFrame:
@@ -942,10 +985,18 @@ class DeltaStorage:
         return CarriedPending(version, (kept,), scratch, count, Expirations(earliest))
 
     def pending_expirations(self) -> Expirations | None:
-        """The carried rows' expirations, counted with them, when :meth:`pending` gave those
-        (None: read through Delta, not known)."""
-        carried = self._carried
-        return carried.expirations if carried is not None and self._read is carried.rows else None
+        """The expirations of the rows :meth:`pending` gave: the carried rows', counted with
+        them, or those the files' statistics give of rows read through Delta (None: a file
+        has none of ``expiration``, a table written before it had them)."""
+        carried, in_delta = self._carried, self._pending_in_delta()
+        if carried is not None and self._read is carried.rows:
+            return carried.expirations
+        return in_delta.expirations if in_delta is not None else None
+
+    def _pending_in_delta(self) -> PendingInDelta | None:
+        """The PENDING rows :meth:`pending` gave, when it read them through Delta."""
+        in_delta = self._in_delta
+        return in_delta if in_delta is not None and self._read is in_delta.rows else None
 
     def taken(self, spark: SparkSession, batch_id: int) -> DataFrame | None:
         """Producer ids accepted by batches before ``batch_id`` (None before the first).
@@ -977,16 +1028,30 @@ class DeltaStorage:
             )
             scratch = Scratch()
             rows = row_count(location, version)
-            if rows is not None and rows <= KEPT_PRODUCER_IDS:
+            kept = rows is not None and rows <= KEPT_PRODUCER_IDS
+            if kept:
                 # read once: each batch's plan over a Delta scan filtered the snapshot's
                 # files again (a Spark job and Delta's planning, about 0.1 s a batch)
                 base = scratch.keep(base)
-            self._ids = CarriedProducerIds(version, base, base_scratch=scratch)
+            self._ids = CarriedProducerIds(
+                version, base, base_scratch=scratch, base_in_files=not kept
+            )
         return (
             self._ids.rows()
             .crossJoin(batch_values(spark, batch=batch_id))
             .where(F.col("batch_id") < batch_value("batch"))
             .select("message_id")
+        )
+
+    def reads(self, spark: SparkSession) -> ReadsById:
+        """The PENDING rows :meth:`pending` gave and the producer ids :meth:`taken` gave are
+        read by id where they are Delta's files, not rows in memory (:data:`READS`)."""
+        if not reads_by_id(spark):
+            return WHOLE
+        ids = self._ids
+        return ReadsById(
+            pending=self._pending_in_delta() is not None,
+            taken=ids is not None and ids.base_in_files,
         )
 
     def write(
@@ -1076,6 +1141,9 @@ class DeltaStorage:
         :data:`CARRIED_PENDING_ROWS` rows or leaves more PENDING rows than that (memory stays
         flat in a long replay), nor when the table's latest commit is not this batch's.
 
+        Rows read through Delta whose files' statistics count too many to leave few enough
+        are not read again to find that out.
+
         When the batch started from carried rows and wrote none of their keys (a batch of
         new messages), that is the carried rows and the PENDING ones it wrote, which its
         write kept already: they are unioned, no Spark job (:meth:`CarriedPending.extended`).
@@ -1085,11 +1153,18 @@ class DeltaStorage:
         of the PENDING rows would compound (each batch's queue rows about its square)
         until planning runs out of heap. Otherwise the rows are computed, cached and
         counted (a cached frame's estimate is its rows' size), then checkpointed."""
+        in_delta = self._pending_in_delta()
         read, self._read = self._read, None
         previous, self._carried = self._carried, None
         try:
             if read is None or queue.count > CARRIED_PENDING_ROWS:
                 return
+            if (
+                in_delta is not None
+                and in_delta.count is not None
+                and in_delta.count - queue.count > CARRIED_PENDING_ROWS
+            ):
+                return  # each row written ends at most one of them: too many are left
             location = self.lake.queue_messages
             version = self._logs.version(location)
             if app_id not in commit_app_ids(location, version):
@@ -1165,6 +1240,7 @@ class DeltaStorage:
                 carried.added_rows + written,
                 scratch,
                 carried.base_scratch,
+                carried.base_in_files,
             )
         finally:
             handed_scratch.release()
@@ -1211,14 +1287,17 @@ class DeltaStorage:
             MERGE_MATERIALIZE_SOURCE: "none",
             MERGE_SCHEMA: "true",
         }
+        condition = F.expr(
+            "t.status = 'PENDING' AND t.queue = s.queue AND t.message_id = s.message_id"
+        )
+        if queue.ids is not None and reads_by_id(spark):
+            # true of every row's own id: the same rows match, in the files that may hold them
+            condition &= queue.ids.holds(F.col("t.message_id"))
         with session_conf(spark, settings):
             (
                 DeltaTable.forPath(spark, location)
                 .alias("t")
-                .merge(
-                    rows.alias("s"),
-                    "t.status = 'PENDING' AND t.queue = s.queue AND t.message_id = s.message_id",
-                )
+                .merge(rows.alias("s"), condition)
                 .whenMatchedUpdateAll()
                 .whenNotMatchedInsertAll()
                 .execute()
@@ -1278,22 +1357,21 @@ class DeltaStorage:
 
     def _count_queue_rows(
         self, rows: DataFrame, read_pending: bool = True
-    ) -> tuple[int, bool, int | None, Expirations | None]:
+    ) -> tuple[int, bool, int | None, Expirations | None, IdRanges]:
         """How many queue rows the batch writes, whether any may update a PENDING row, how
-        many are PENDING and their expirations (one action): with the batch's PENDING rows
-        carried, and the table still at their version, whether one has the key of a row
-        written; otherwise, assumed so, and the PENDING rows not counted (None).
+        many are PENDING and their expirations, and the ranges of their ids (one action):
+        with the batch's PENDING rows carried, and the table still at their version,
+        whether one has the key of a row written; otherwise, assumed so, and the PENDING
+        rows not counted (None).
 
         Rows not computed from the PENDING rows (``read_pending`` False: the batch's fold
         did not run) are the entries of the messages the batch routed, whose ids are new
         (a producer id is used once, SPEC §3.1, and a copy's id is derived from its
         new parent's): none has the key of a PENDING row, and the carried rows are not read.
         """
-        carried = self._carried
-        if carried is None or not self._started_from_carried():
-            return rows.count(), True, None, None
+        carried = self._carried if self._started_from_carried() else None
         key = list(KEY)
-        if read_pending:
+        if carried is not None and read_pending:
             # broadcast: at most CARRIED_PENDING_ROWS keys, and no shuffle of either side
             was_pending = carried.rows.select(*key, F.lit(True).alias("_was_pending"))
             rows = rows.join(F.broadcast(was_pending), key, "left")
@@ -1304,10 +1382,14 @@ class DeltaStorage:
             F.count("_was_pending").alias("updates"),
             F.count_if(_in_pending()).alias("pending"),
             earliest_expiration(_in_pending()).alias("earliest"),
+            *IdRanges.aggregates(F.col("message_id"), "ids"),
         )
         figures = found.collect()[0]  # an aggregate without groups: exactly one row
+        ids = IdRanges.of(figures, "ids")
+        if carried is None:
+            return figures.rows, True, None, None, ids
         expirations = Expirations(figures.earliest)
-        return figures.rows, figures.updates > 0, figures.pending, expirations
+        return figures.rows, figures.updates > 0, figures.pending, expirations, ids
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,7 @@ from routing.plan.deliveries import (
 from routing.plan.expiry import Expirations, earliest_expiration, expires_at
 from routing.plan.facts import bound_since, exists_at, queue_facts
 from routing.plan.filters import matches
+from routing.plan.id_ranges import WHOLE, IdRanges, ReadsById
 from routing.plan.inputs import (
     OWN,
     REASON,
@@ -180,6 +181,7 @@ def run_batch(
     as_of: int | None = None,
     taken: DataFrame | None = None,
     pending_expirations: Expirations | None = None,
+    reads: ReadsById = WHOLE,
 ) -> BatchResult:
     """Plan one micro-batch: checkpoints at each routing pass and each round's fold,
     one action for the batch's clock and filters, one action per round collecting the
@@ -203,6 +205,8 @@ def run_batch(
     :param pending_expirations: what is known of ``pending``'s expirations (None: nothing);
         when none is due by the clock, a batch without events asks no more to know that
         nothing expires.
+    :param reads: which of ``pending`` and ``taken`` are files read only where the ids
+        the batch names may be (:mod:`routing.plan.id_ranges`).
     """
     assumed = dict(state.created)
     foreseen: Foreseen | None = None
@@ -220,6 +224,7 @@ def run_batch(
             events_expect_queues=attempt == 1,
             pending_expirations=pending_expirations,
             foreseen=foreseen,
+            reads=reads,
         )
         result.attempts = attempt
         if holds:
@@ -288,6 +293,7 @@ def _plan_batch(
     events_expect_queues: bool = False,
     pending_expirations: Expirations | None = None,
     foreseen: Foreseen | None = None,
+    reads: ReadsById = WHOLE,
 ) -> tuple[BatchResult, bool, DataFrame | None]:
     """One plan of the batch, assuming the auto-created queues exist from ``assumed``
     (and from what its earlier rounds create); :attr:`BatchResult.created` is what the
@@ -329,7 +335,7 @@ def _plan_batch(
     )
     if expected:
         exists = _or_named(exists, expected)
-    classified = classify(events, topology.queues, scratch, taken, exists)
+    classified = classify(events, topology.queues, scratch, taken, exists, taken_by_id=reads.taken)
     facts = batch_facts(classified, expected)
     if not facts.expecting:
         expected = []  # no event named a queue it expected: the plan assumed ``assumed``
@@ -357,6 +363,8 @@ def _plan_batch(
 
     positions = positions_frame(spark, state.positions)
     old = pending.select(*QUEUE_ROW)
+    if reads.pending and _named_only(facts, clock, pending_expirations):
+        old = old.where(IdRanges.of(facts, "events").holds(F.col("message_id")))
     waiting = inputs.by_id
     journals: list[DataFrame] = []
     rejected: list[DataFrame] = []  # by routing and the fold
@@ -550,6 +558,7 @@ def batch_facts(classified: DataFrame, expected: list[str]) -> Row:
             "filter_ops"
         ),
         F.count_if(F.col(REASON).isNotNull()).alias("refused"),
+        *IdRanges.aggregates(F.when(~is_message_row(), F.col("message_id")), "events"),
         F.count_if(
             ~is_message_row() & (F.col("queue").isin(*expected) | F.col("to_queue").isin(*expected))
         ).alias("expecting"),
@@ -593,6 +602,15 @@ def _may_expire(clock: int | None, facts: Row, router: Router, pending: Expirati
         return True
     routed = Expirations(facts.earliest_expiration)
     return routed.due_by(clock) or router.may_set_expiration_from(facts.addresses)
+
+
+def _named_only(facts: Row, clock: int | None, pending: Expirations | None) -> bool:
+    """Whether the batch changes only the PENDING rows of earlier batches that its
+    deliveries and management rows name by id: no operator works by filter, and none of
+    those rows may expire by the lake ``clock`` (their expirations ``pending`` known)."""
+    if facts.filter_ops:
+        return False
+    return clock is None or (pending is not None and not pending.due_by(clock))
 
 
 def _expiring(in_play: DataFrame, clock_values: DataFrame, disabled: Sequence[str]) -> bool:

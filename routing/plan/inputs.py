@@ -39,6 +39,7 @@ from routing.plan.deliveries import (
     OUTCOMES,
     TO_QUEUE,
 )
+from routing.plan.id_ranges import IdRanges
 from routing.plan.ids import copy_id
 from routing.plan.router import entering
 from routing.plan.scratch import Scratch
@@ -136,13 +137,17 @@ def classify(
     scratch: Scratch,
     taken: DataFrame | None = None,
     exists: Callable[[Column, Column, Column], Column] | None = None,
+    *,
+    taken_by_id: bool = False,
 ) -> DataFrame:
     """Every input row with :data:`CLASSIFIED`, checkpointed (and the batch's few
     duplicate ids, if any, joined on top): ``_reason`` (why it is rejected, null if valid),
     ``_own`` (the job's own copy read back) and ``_row`` (its JSON for ``rejected``).
 
     ``taken`` holds the producer ids earlier batches accepted (``message_id``): a row
-    reusing one is a duplicate. Management filters are checked afterwards
+    reusing one is a duplicate. ``taken_by_id``: ``taken`` is read from files, and
+    only those that may hold the batch's ids are read (:class:`IdRanges`; one more action).
+    Management filters are checked afterwards
     (:func:`split`): which ones parse is known only once the batch's filters are read.
     ``exists(name, at, rank)`` says whether a queue exists for a row at ``at`` of
     ``rank`` (deliveries, then management rows, SPEC §5.4): an auto-created queue only
@@ -164,7 +169,7 @@ def classify(
         )
         .withColumn(ROW_JSON, _row_json())
     )
-    return _reject_duplicates(scratch.keep(classified), scratch, taken)
+    return _reject_duplicates(scratch.keep(classified), scratch, taken, taken_by_id)
 
 
 def reclassify(
@@ -345,7 +350,7 @@ def _management_reason(queue_known: Column, to_queue_known: Column) -> Column:
 
 
 def _reject_duplicates(
-    rows: DataFrame, scratch: Scratch, taken: DataFrame | None = None
+    rows: DataFrame, scratch: Scratch, taken: DataFrame | None = None, taken_by_id: bool = False
 ) -> DataFrame:
     """A producer id is used once in the lake (SPEC §3.1): a row reusing an id an earlier
     batch accepted is rejected, and so are all but the first row of an id used twice in
@@ -364,6 +369,9 @@ def _reject_duplicates(
     """
     order = F.struct("sent_at", "source", "version", "file", "row")
     ids = rows.where(to_route()).select("message_id", order.alias("_order"))
+    if taken is not None and taken_by_id:
+        named = ids.agg(*IdRanges.aggregates(F.col("message_id"), "ids")).collect()[0]
+        taken = taken.where(IdRanges.of(named, "ids").holds(F.col("message_id")))
     reused = _reused(ids.select("message_id"), taken)
     few = reused.limit(BROADCAST_CLASHES + 1).collect()
     if not few:
