@@ -23,7 +23,8 @@ mix and the same number of messages:
   tables and files an address has, the tables a first batch creates).
 - **backlog**: a batch of new messages and their acknowledgements behind ``N`` PENDING
   messages in one queue (routed first, not timed), against the same batch behind as many
-  PENDING messages as it has.
+  PENDING messages as it has; **draining**: the same, the batch acknowledging the oldest
+  of the backlog rather than its own.
 
 Every run must reject nothing: the traffic's acknowledgements name the queue each message
 is in (:func:`anycast_turns` follows the broker's round robin).
@@ -257,20 +258,22 @@ def competing_consumers(messages: int, grouped: bool, seed: int = 5) -> Shape:
     return Shape(name, broker, _log(records))
 
 
-def backlog(pending: int, batch: int) -> tuple[Shape, Shape]:
-    """``pending`` messages left PENDING in ``orders``, then ``batch`` new ones acknowledged:
-    the two logs, routed one after the other."""
+def backlog(pending: int, batch: int, draining: bool = False) -> tuple[Shape, Shape]:
+    """``pending`` messages left PENDING in ``orders``, then ``batch`` new ones acknowledged
+    (``draining``: ``batch`` new ones sent and the ``batch`` oldest acknowledged, as a
+    consumer working through the backlog does): the two logs, routed one after the other."""
     broker = _broker(
         ['<address name="orders"><anycast><queue name="orders"/></anycast></address>'], [], []
     )
     first = [_send(i, "orders", {}) for i in range(1, pending + 1)]
     second: list[dict] = []
     for i in range(pending + 1, pending + batch + 1):
-        second += [_send(i, "orders", {}), _delivery("orders", i, "ACK", 500_000)]
-    return (
-        Shape(f"{pending:,} PENDING", broker, _log(first)),
-        Shape(f"{batch:,} behind {pending:,}", broker, _log(second)),
-    )
+        ack = _delivery("orders", i, "ACK", 500_000)
+        if draining:  # the oldest waiting, acknowledged when the new one would have been
+            ack["message_id"] = i - pending
+        second += [_send(i, "orders", {}), ack]
+    name = f"{batch:,} {'draining' if draining else 'behind'} {pending:,}"
+    return (Shape(f"{pending:,} PENDING", broker, _log(first)), Shape(name, broker, _log(second)))
 
 
 def _broker(addresses: list[str], diverts: list[str], settings: list[str]) -> str:
@@ -427,7 +430,9 @@ def run(spark: SparkSession, scale: float) -> list[Figure]:
         work = Path(folder)
         figures += many_address_figures(spark, work, ADDRESSES, messages)
         figures += competing_figures(spark, work, messages)
-        figures += backlog_figures(spark, work, max(BATCH, int(BACKLOG * scale)), BATCH)
+        pending = max(BATCH, int(BACKLOG * scale))
+        figures += backlog_figures(spark, work, pending, BATCH)
+        figures += backlog_figures(spark, work, pending, BATCH, draining=True)
     return figures
 
 
@@ -527,15 +532,21 @@ def competing_figures(
 
 
 def backlog_figures(
-    spark: SparkSession, work: Path, pending: int, batch: int, rounds: int = ROUNDS
+    spark: SparkSession,
+    work: Path,
+    pending: int,
+    batch: int,
+    rounds: int = ROUNDS,
+    draining: bool = False,
 ) -> list[Figure]:
-    reference, shape = in_turn(
-        spark, work, [backlog(batch, batch), backlog(pending, batch)], rounds=rounds
-    )
+    shapes = [backlog(batch, batch, draining), backlog(pending, batch, draining)]
+    reference, shape = in_turn(spark, work, shapes, rounds=rounds)
+    if draining:
+        name = f"{batch:,} messages, the {batch:,} oldest of {pending:,} PENDING acknowledged"
+    else:
+        name = f"{batch:,} messages behind {pending:,} PENDING"
     return [
-        *_ratio(
-            f"{batch:,} messages behind {pending:,} PENDING against {batch:,}", shape, reference
-        ),
+        *_ratio(f"{name} against {batch:,}", shape, reference),
         _none_rejected(shape, reference),
     ]
 
@@ -551,6 +562,9 @@ SHAPES: dict[str, Callable[[SparkSession, Path, argparse.Namespace], list[Figure
     ),
     "competing": lambda spark, work, a: competing_figures(spark, work, a.messages, a.rounds),
     "backlog": lambda spark, work, a: backlog_figures(spark, work, a.pending, a.batch, a.rounds),
+    "draining": lambda spark, work, a: backlog_figures(
+        spark, work, a.pending, a.batch, a.rounds, draining=True
+    ),
 }
 
 
