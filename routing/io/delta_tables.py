@@ -11,6 +11,9 @@ routing.io.lake_events). What this module answers is metadata:
   ask delta-spark, and does not offer the routing job's own commits (:class:`TableFiles`);
 - the rows a commit added, from its commit file (the files' record counts): a large batch
   counts so the queue rows it appends from their plan (:mod:`routing.io.storage`);
+- a partition's rows and the earliest value of some of its columns, from its files'
+  statistics through delta-rs: the PENDING rows a batch starts from, counted and their
+  expirations known without a Spark job (:meth:`TableLogs.partition`);
 - an app transaction's version and a commit's ``userMetadata``: the job asks them
   before each batch (``done``, ``state``), and delta-spark's Python API has no lookup of
   the former; delta-rs (``deltalake.DeltaTable``) answers both from the log without
