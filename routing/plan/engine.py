@@ -598,7 +598,7 @@ def _may_expire(clock: int | None, facts: Row, router: Router, pending: Expirati
     they enter, whose settings or whose copies' addresses' settings may set one)."""
     if clock is None:
         return False
-    if pending is None or pending.due_by(clock):
+    if _pending_may_expire(clock, pending):
         return True
     routed = Expirations(facts.earliest_expiration)
     return routed.due_by(clock) or router.may_set_expiration_from(facts.addresses)
@@ -608,9 +608,13 @@ def _named_only(facts: Row, clock: int | None, pending: Expirations | None) -> b
     """Whether the batch changes only the PENDING rows of earlier batches that its
     deliveries and management rows name by id: no operator works by filter, and none of
     those rows may expire by the lake ``clock`` (their expirations ``pending`` known)."""
-    if facts.filter_ops:
-        return False
-    return clock is None or (pending is not None and not pending.due_by(clock))
+    return not facts.filter_ops and not _pending_may_expire(clock, pending)
+
+
+def _pending_may_expire(clock: int | None, pending: Expirations | None) -> bool:
+    """Whether a PENDING row of an earlier batch may expire by the lake ``clock``, as far as
+    their expirations ``pending`` say (None: unknown)."""
+    return clock is not None and (pending is None or pending.due_by(clock))
 
 
 def _expiring(in_play: DataFrame, clock_values: DataFrame, disabled: Sequence[str]) -> bool:
