@@ -16,6 +16,7 @@ MODULES = [
     "replay",
     "shapes",
     "planning",
+    "history",
     "soak",
 ]
 

@@ -9,6 +9,7 @@ Progress lines stay plain prints to the job's ``out`` (tests and operators read 
 from __future__ import annotations
 
 import logging
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
@@ -20,6 +21,8 @@ _HANDLER = "_jobs_handler"
 _MAX_LINE = 300
 _PY4J_CALL = "An error occurred while calling"
 _TRACEBACK = "Traceback (most recent call last):"
+_OWN_ERROR = re.compile(r"^routing\.io\.lake_events\.LakeError: ")
+"""A lake error raised in the input stream, as the query's traceback names it."""
 INTERRUPTED = 130
 """The exit status of a run stopped by Ctrl-C while it worked."""
 
@@ -88,7 +91,8 @@ def one_line(error: BaseException) -> str:
     A JVM error's message carries its stack trace after it; a batch's failure, as the
     streaming query reports it, carries the Python traceback of the batch function, whose
     last line is the error; a Python call into the JVM that failed is followed by the
-    JVM's exception."""
+    JVM's exception. The job's own errors of the lake say what to mend: their class is not
+    named."""
     raw = [line for line in str(error).splitlines() if line.strip()]
     start = 0
     traceback = next((i for i, line in enumerate(raw) if line.strip().endswith(_TRACEBACK)), None)
@@ -97,7 +101,7 @@ def one_line(error: BaseException) -> str:
     lines = [line.strip() for line in raw[start:]]
     if len(lines) > 1 and _PY4J_CALL in lines[0]:  # the JVM's exception, not the call
         lines = [lines[1].removeprefix(": ")]
-    text = lines[0] if lines else type(error).__name__
+    text = _OWN_ERROR.sub("", lines[0]) if lines else type(error).__name__
     return text if len(text) <= _MAX_LINE else text[: _MAX_LINE - 1] + "…"
 
 

@@ -69,3 +69,17 @@ def commit_actions(location: str, version: int) -> dict[str, list[dict]]:
         ((kind, action),) = json.loads(line).items()
         found.setdefault(kind, []).append(action)
     return found
+
+
+def clean_up_log(location: str) -> int:
+    """What Delta's log cleanup does once the retention is past: a checkpoint of the latest
+    version, and every commit before it removed (delta-rs, a retention of none for the
+    while); the checkpoint's version."""
+    table = DeltaTable(location)
+    table.alter.set_table_properties({"delta.logRetentionDuration": "interval 0 seconds"})
+    table = DeltaTable(location)
+    table.create_checkpoint()
+    table.cleanup_metadata()
+    assert not commit_file(location, 0).exists()
+    table.alter.set_table_properties({"delta.logRetentionDuration": "interval 30 days"})
+    return table.version() - 1

@@ -25,7 +25,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from deltalake import write_deltalake
+from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import DataFrame
 
 from jobs import replay as replay_job
@@ -37,7 +37,7 @@ from routing.io.storage import COMPACT_PRODUCER_IDS_AT, DeltaStorage
 from routing.plan import inputs, schemas
 from routing.tools import replay
 from tests.frames import assert_rows_equal
-from tests.lakeio import append, at, read_table, rows
+from tests.lakeio import append, at, clean_up_log, read_table, rows
 from tests.test_cluster import child_env
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -1015,3 +1015,42 @@ def test_an_address_the_file_system_cannot_hold_stops_the_job_before_it_writes(s
         "0-9 . _ - take 3 bytes each)\n"
     )
     assert sorted(p.name for p in Path(lake.root).iterdir()) == before
+
+
+def test_a_producers_log_cleaned_up_is_read_and_past_the_jobs_last_read_stops_it(spark, tmp_path):
+    """Delta's log cleanup removes a table's commits before a checkpoint. Run after it, the
+    job routes every message of the table, and again those sent since; cleaned up past the
+    version the job read last (a job stopped longer than the log's retention), the rows
+    since cannot be told from those it read: one line names the table, nothing is written."""
+    lake = Lake.at(tmp_path / "lake")
+    conf = tmp_path / "broker.xml"
+    conf.write_text(CONF, encoding="utf-8")
+    orders = lake.address_table("orders")
+    append(orders, [message(1, ms=1000)], schemas.MESSAGE)
+    append(orders, [message(2, ms=2000)], schemas.MESSAGE)
+    clean_up_log(orders)
+    assert _route(spark, conf, lake).status == 0
+    append(orders, [message(3, ms=3000)], schemas.MESSAGE)
+    assert _route(spark, conf, lake).status == 0
+    assert sorted(r["message_id"] for r in rows(lake.queue_messages)) == [1, 2, 3]
+
+    for n in (4, 5):
+        append(orders, [message(n, ms=1000 * n)], schemas.MESSAGE)
+    read_last = DeltaTable(orders).version() - 2
+    clean_up_log(orders)
+    before = _lake_files(lake)
+    run = _route(spark, conf, lake)
+    assert run.status == 1 and run.out == ""
+    assert run.err.count("\n") == 1, run.err
+    assert run.err.startswith(
+        f"job failed: table addresses/orders: its Delta log was cleaned up past version "
+        f"{read_last}, the last the job read, so the rows since cannot be told from those "
+        "read; keep the log longer than the job stays stopped (delta.logRetentionDuration)"
+    ), run.err
+    assert _lake_files(lake) == before
+
+
+def _lake_files(lake: Lake) -> list[str]:
+    """Every file of the lake but the jobs' logs."""
+    root = Path(lake.root)
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())

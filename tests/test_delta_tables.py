@@ -7,11 +7,15 @@ import json
 import os
 
 import pyarrow as pa
+import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from bench.history import table_with_history
+from routing.broker.layout import ROUTING_APP_PREFIX
 from routing.io import delta_tables
 from routing.io.delta_tables import (
     DataFile,
+    LogCleanedUpError,
     TableFiles,
     TableLogs,
     arrow_schema,
@@ -20,12 +24,13 @@ from routing.io.delta_tables import (
     file_count,
     last_user_metadata,
     latest_schema,
+    log_version,
     table_version,
     transaction_version,
 )
 from routing.io.storage import append as job_append
 from routing.plan import schemas
-from tests.lakeio import append, at
+from tests.lakeio import append, at, clean_up_log
 
 APP = "jobs.route:test"
 
@@ -195,3 +200,107 @@ def test_a_tables_latest_schema_is_its_last_schema_change(tmp_path):
     send(location, 3)
     assert latest_schema(location) == arrow_schema(location)
     assert "priority" in latest_schema(location).names
+
+
+def test_a_tables_version_is_found_from_a_version_it_had_or_its_last_checkpoint(tmp_path):
+    """The latest version, looked for from a version the table had, from the one its last
+    checkpoint names, or from the log folder's listing: each the version delta-rs reads."""
+    location = str(tmp_path / "orders")
+    assert log_version(location) == log_version(location, listed=True) == -1  # no table
+    for n in range(4):
+        send(location, n)
+    assert log_version(location) == log_version(location, listed=True) == 3  # no checkpoint
+    DeltaTable(location).create_checkpoint()
+    for n in range(4, 7):
+        send(location, n)
+    latest = DeltaTable(location).version()
+    assert latest == 6
+    assert log_version(location) == log_version(location, listed=True) == latest
+    assert [log_version(location, since) for since in range(latest + 1)] == [latest] * (latest + 1)
+    clean_up_log(location)
+    send(location, 7)
+    latest = DeltaTable(location).version()
+    assert log_version(location) == log_version(location, 6) == latest
+
+
+def history(location: str, spark) -> None:
+    """A producer's table through the commits an input table sees: appends, a schema change,
+    a compaction, the routing job's own copies, checkpoints."""
+    for n in range(3):
+        send(location, n)
+    DeltaTable(location).create_checkpoint()  # version 2
+    wide = pa.Table.from_pylist(
+        [{"message_id": 3, "address": "orders", "sent_at": at(3), "priority": 7}],
+        schema=pa.schema(
+            [*(schemas.MESSAGE.field(n) for n in ("message_id", "address", "sent_at", "priority"))]
+        ),
+    )
+    write_deltalake(location, wide, mode="append", schema_mode="merge")  # version 3
+    DeltaTable(location).optimize.compact()  # version 4
+    copy = [{"message_id": 1 << 62, "address": "orders", "sent_at": at(4)}]
+    frame = spark.createDataFrame(pa.Table.from_pylist(copy, schema=schemas.MESSAGE))
+    job_append(frame, location, app_id=f"{ROUTING_APP_PREFIX}test", txn_version=0)  # 5
+    DeltaTable(location).create_checkpoint()  # version 5
+    for n in range(6, 9):
+        send(location, n)
+
+
+def test_a_view_asked_from_a_later_version_starts_at_the_checkpoint_before_it(spark, tmp_path):
+    """However far behind the version it is asked from, a table's view offers the files
+    its plain path (every commit read from the first) offers: none the compaction or the
+    job's copies added, none of the versions asked from or before; and the table's schema."""
+    location = str(tmp_path / "orders")
+    history(location, spark)
+    latest = DeltaTable(location).version()
+    offered = {}
+    for after in range(-1, latest):
+        plain = TableFiles(location, "sent_at", catch_up=1 << 62).added(after, latest)
+        assert TableFiles(location, "sent_at", catch_up=0).added(after, latest) == plain
+        offered[after] = [f.version for f in plain]
+    assert offered[-1] == [0, 1, 2, 3, 6, 7, 8]
+    assert offered[2] == [3, 6, 7, 8]
+    assert offered[4] == offered[5] == [6, 7, 8]
+    later = TableFiles(location, "sent_at", catch_up=0)
+    assert later.added(6, latest) == TableFiles(location, "sent_at").added(6, latest)
+    assert later.schema(latest) == arrow_schema(location) == latest_schema(location)
+    assert "priority" in latest_schema(location).names  # set before the last checkpoint
+    assert later.added(0, latest)[0].version == 1  # asked from earlier: learnt again
+
+
+def test_a_log_cleaned_up_past_its_first_commits_is_read_from_its_first_checkpoint(tmp_path):
+    """Delta's log cleanup removes the commits before a checkpoint: their files count as the
+    checkpoint's version's, and a view asked from a version whose commit is gone stops,
+    naming the table, as a job whose last batch read it must (its reads since cannot be
+    told from the files it read), on either path."""
+    location = str(tmp_path / "orders")
+    for n in range(4):
+        send(location, n)
+    cleaned = clean_up_log(location)  # its checkpoint's version
+    for n in range(4, 6):
+        send(location, n)
+    latest = DeltaTable(location).version()
+    for catch_up in (0, 1 << 62):
+        files = TableFiles(location, "sent_at", catch_up)
+        assert [f.version for f in files.added(-1, latest)] == [cleaned] * 4 + [latest - 1, latest]
+        assert [f.version for f in files.added(cleaned, latest)] == [latest - 1, latest]
+        assert files.schema(latest) == latest_schema(location) == arrow_schema(location)
+        for gone in (0, cleaned - 1):
+            with pytest.raises(
+                LogCleanedUpError, match=f"cleaned up past version {gone}, the last"
+            ):
+                TableFiles(location, "sent_at", catch_up).added(gone, latest)
+
+
+def test_a_long_history_of_the_bench_reads_as_delta_rs_reads_it(tmp_path):
+    """The history bench's tables (bench/history.py: commits written beside delta-rs's first,
+    compacted and checkpointed every 100) are tables delta-rs reads, and a view that starts
+    at a checkpoint offers what the plain path offers: no compaction's files."""
+    location = str(tmp_path / "orders")
+    files = table_with_history(location, 250)
+    assert DeltaTable(location).version() == 249
+    assert len(DeltaTable(location).file_uris()) == files == 1 + 49  # compacted, and since
+    plain = TableFiles(location, "sent_at", catch_up=1 << 62)
+    assert [f.version for f in plain.added(-1, 249)] == [v for v in range(250) if v % 100 or not v]
+    for after in (99, 150, 248):
+        assert TableFiles(location, "sent_at", 0).added(after, 249) == plain.added(after, 249)
+    assert latest_schema(location) == arrow_schema(location)

@@ -8,6 +8,7 @@ import shutil
 
 import pyarrow as pa
 import pytest
+from deltalake import DeltaTable
 from pyspark.sql import Row
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
@@ -38,7 +39,7 @@ from routing.io.storage import append as job_append
 from routing.io.storage import session_conf
 from routing.plan import schemas
 from tests.frames import assert_rows_equal
-from tests.lakeio import append, at
+from tests.lakeio import append, at, clean_up_log
 
 
 def send(lake: Lake, address: str, *messages: tuple[int, int]) -> None:
@@ -489,3 +490,28 @@ def test_a_commit_whose_file_is_gone_counts_as_a_producers(tmp_path):
     send(lake, "a", (1, 0))
     assert commit_app_ids(lake.address_table("a"), 0) == frozenset()  # no app transaction
     assert commit_app_ids(lake.address_table("a"), 7) == frozenset()  # no such commit file
+
+
+def test_a_stream_reads_a_cleaned_up_log_and_restarts_from_the_checkpoint_before_it(
+    spark, tmp_path
+):
+    """A table whose log was cleaned up past its first commits is read whole; restarted
+    after more commits, the stream reads only those, whether its view of the table starts
+    at the checkpoint before its last batch's version or reads every commit there is."""
+    lake = Lake.at(tmp_path / "lake")
+    send(lake, "a", (0, 0))
+    send(lake, "a", (1, 10), (2, 20))
+    clean_up_log(lake.address_table("a"))
+    checkpoint = tmp_path / "ck"
+    first = run(spark, lake, str(checkpoint), catchUpCommits=0)
+    assert sorted(r.message_id for b in first for r in b) == [0, 1, 2]
+
+    for n in range(3, 6):
+        send(lake, "a", (n, 10 * n))
+    DeltaTable(lake.address_table("a")).create_checkpoint()
+    send(lake, "a", (6, 60))
+    for catch_up in (0, 1 << 62):
+        restarted = tmp_path / f"ck{catch_up}"
+        shutil.copytree(checkpoint, restarted)
+        later = run(spark, lake, str(restarted), catchUpCommits=catch_up)
+        assert sorted(r.message_id for b in later for r in b) == [3, 4, 5, 6]

@@ -4,9 +4,10 @@ files, and through delta-rs.
 Rows are never read or written here: delta-spark does that (routing.io.storage,
 routing.io.lake_events). What this module answers is metadata:
 
-- a table's version (its log folder's listing) and schema, and the files each version
-  added, with their statistics and the app transactions of the commit (its commit file,
-  delta-rs for one the log was cleaned up past): the input stream plans its offsets from
+- a table's version (the commit files after one known) and schema, and the files each
+  version added, with their statistics and the app transactions of the commit (its commit
+  file; a checkpoint for those before it, read by Arrow, or through delta-rs for commits the
+  log was cleaned up past): the input stream plans its offsets from
   them, in the driver or in Spark's Python streaming-source process, which has no JVM to
   ask delta-spark, and does not offer the routing job's own commits (:class:`TableFiles`);
 - the rows a commit added, from its commit file (the files' record counts): a large batch
@@ -30,7 +31,7 @@ import os
 import re
 import threading
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -58,18 +59,90 @@ def epoch_micros(moment: dt.datetime) -> int:
 _VERSION_FILE = re.compile(r"\d{20}\.(?:json|checkpoint\..+)")
 """A file of a Delta log that holds a version: a commit, or a checkpoint (classic, multi-part
 or V2)."""
+_CHECKPOINT_FILE = re.compile(r"\d{20}\.checkpoint\..+")
+_SINGLE_FILE_CHECKPOINT = re.compile(r"\d{20}\.checkpoint\.parquet")
+"""A classic checkpoint in one Parquet file, as delta-rs and delta-spark write them by default."""
 
 
-def log_version(location: str) -> int:
-    """The table's latest version from its log folder's listing (-1: no table): the highest
-    version a file of the log holds. Delta never removes the newest commit's file, and the
-    listing is what delta-rs reads a version from too, after opening the table (3-4 ms)."""
+def log_version(location: str, since: int = -1, *, listed: bool = False) -> int:
+    """The table's latest version (-1: no table): the highest version a file of its log
+    holds. Delta never removes the newest commit's file.
+
+    The commits after a version the table had are looked for by name: ``since``, or the
+    last checkpoint's (``_last_checkpoint``, as Delta and delta-rs start from it), a few µs
+    a look. A log keeps its commits for thirty days (Delta's default retention), and its
+    listing grows with them (12.8 ms at 10,000 commits): the log folder is listed only
+    for a table that has no checkpoint yet, or when ``listed`` asks (the plain path).
+    """
+    version = -1 if listed else since if since >= 0 else _last_checkpoint_version(location)
+    if version < 0:
+        return max(_log_versions(location, _VERSION_FILE), default=-1)
+    while commit_file(location, version + 1).exists():
+        version += 1
+    return version
+
+
+def _last_checkpoint_version(location: str) -> int:
+    """The version ``_delta_log/_last_checkpoint`` names (-1: none, or unreadable)."""
+    try:
+        text = Path(location, DELTA_LOG, "_last_checkpoint").read_text(encoding="utf-8")
+        version = json.loads(text)["version"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return -1
+    return version if isinstance(version, int) else -1
+
+
+def _log_versions(location: str, kind: re.Pattern) -> list[int]:
+    """The versions of the files of the table's log whose names are of ``kind``."""
     try:
         with os.scandir(os.path.join(location, DELTA_LOG)) as entries:
-            names = [e.name for e in entries if _VERSION_FILE.fullmatch(e.name)]
+            return [int(e.name[:20]) for e in entries if kind.fullmatch(e.name)]
     except (FileNotFoundError, NotADirectoryError):
-        return -1
-    return max((int(name[:20]) for name in names), default=-1)
+        return []
+
+
+def first_checkpoint(location: str, at_least: int) -> int | None:
+    """The version of the table's first checkpoint (of any kind) at ``at_least`` or later
+    (None: none), from its log folder's listing."""
+    return min(
+        (v for v in _log_versions(location, _CHECKPOINT_FILE) if v >= at_least), default=None
+    )
+
+
+def last_single_file_checkpoint(location: str, at_most: int, looks: int = 1_000) -> int | None:
+    """The version of the table's last single-file checkpoint at ``at_most`` or before (None:
+    none). Looked for by name among the ``looks`` versions before (writers checkpoint every
+    10 or 100 commits), from the log folder's listing further back."""
+    for version in range(at_most, max(at_most - looks, -1), -1):
+        if _checkpoint_file(location, version).exists():
+            return version
+    if at_most < looks:
+        return None
+    found = [v for v in _log_versions(location, _SINGLE_FILE_CHECKPOINT) if v <= at_most]
+    return max(found, default=None)
+
+
+def _checkpoint_file(location: str, version: int) -> Path:
+    return Path(location, DELTA_LOG, f"{version:020d}.checkpoint.parquet")
+
+
+def checkpoint_files(location: str, version: int) -> tuple[list[str], pa.Schema]:
+    """The data files (paths as the table names them, decoded) and the schema of the table's
+    single-file checkpoint at ``version``: two of its columns, read by Arrow."""
+    paths, schema = _checkpoint_columns(location, version, "add.path", "metaData.schemaString")
+    return [unquote(p) for p in paths], _arrow_schema_of(schema[0])
+
+
+def checkpoint_schema(location: str, version: int) -> pa.Schema:
+    """The schema of the table's single-file checkpoint at ``version`` (as Arrow types)."""
+    (schema,) = _checkpoint_columns(location, version, "metaData.schemaString")
+    return _arrow_schema_of(schema[0])
+
+
+def _checkpoint_columns(location: str, version: int, *fields: str) -> list[list[str]]:
+    """The values of ``fields`` (``action.field``) of a single-file checkpoint's actions."""
+    table = pq.read_table(_checkpoint_file(location, version), columns=list(fields))
+    return [pc.drop_null(column).to_pylist() for column in table.columns]
 
 
 def is_table(location: str) -> bool:
@@ -91,18 +164,24 @@ def arrow_schema(location: str, version: int | None = None) -> pa.Schema:
 
 
 def latest_schema(location: str, lookback: int = 100) -> pa.Schema:
-    """The table's latest schema (as Arrow types): from the newest commit file, among the
-    last ``lookback``, that sets one (a ``metaData`` action), else through delta-rs. Read
-    from a file or two, not by opening the table (3-4 ms: 4,000 address tables checked in
-    6.2 s)."""
+    """The table's latest schema (as Arrow types): from the newest commit file that sets one
+    (a ``metaData`` action), among those since its last single-file checkpoint or the last
+    ``lookback``, else from that checkpoint, else through delta-rs. Read from a file or two,
+    not by opening the table (3-4 ms, 50-150 ms with a long history: 4,000 address tables
+    checked in 6.2 s)."""
     latest = log_version(location)
-    for version in range(latest, max(latest - lookback, -1), -1):
+    checkpoint = last_single_file_checkpoint(location, latest, looks=lookback)
+    for version in range(
+        latest, max(latest - lookback, -1) if checkpoint is None else checkpoint, -1
+    ):
         try:
             schema = _Commit.read(location, version).schema
         except FileNotFoundError:  # the log was cleaned up past it: a checkpoint has it
             break
         if schema is not None:
             return schema
+    if checkpoint is not None:
+        return checkpoint_schema(location, checkpoint)
     return arrow_schema(location)
 
 
@@ -363,6 +442,28 @@ class DataFile:
         return str(Path(table, self.path))
 
 
+CATCH_UP_COMMITS = 500
+"""Commits a :class:`TableFiles` reads one by one to catch up with the version it is asked
+from (about 0.1 ms each); further behind (a job restarted on tables with a long history), it
+starts from the last checkpoint before that version instead (a few ms)."""
+
+
+class LogCleanedUpError(LookupError):
+    """A table's log lacks a commit the job needs: cleaned up past the version the job last
+    read (the files added since cannot be told from those it read), or lost, with no
+    checkpoint after it."""
+
+    def __init__(self, version: int, read: bool = True) -> None:
+        super().__init__(
+            f"its Delta log was cleaned up past version {version}, the last the job read, so "
+            "the rows since cannot be told from those read; keep the log longer than the job "
+            "stays stopped (delta.logRetentionDuration)"
+            if read
+            else f"its Delta log has lost commit {version}, and no checkpoint follows it"
+        )
+        self.version = version
+
+
 class TableFiles:
     """The files each version of one table added, learnt incrementally, version by version.
 
@@ -371,25 +472,41 @@ class TableFiles:
     routing job (an app transaction whose id starts with
     :data:`~routing.broker.layout.ROUTING_APP_PREFIX`): its rows are the job's own copies,
     routed in the batch that made them, and reading them back would only cost a
-    micro-batch (docs/DESIGN.md, "The job's own copies are not read back"). A commit whose
-    file is gone (the log was cleaned up past it) counts as a producer's: its files are
-    the paths of its snapshot not seen before (delta-rs), its copies are then read, and the
-    batch recognises them as the job's own (:func:`routing.plan.inputs.own_copy`) and skips
-    them. Input tables are append-only (SPEC §3): rows are never removed from them.
+    micro-batch (docs/DESIGN.md, "The job's own copies are not read back"). Input tables
+    are append-only (SPEC §3): rows are never removed from them.
+
+    What it learns starts where it is first asked from, when that is more than ``catch_up``
+    (:data:`CATCH_UP_COMMITS`) commits in: at the last single-file checkpoint before it,
+    whose files were read before and are only known (their paths), and the commits since. A
+    restarted job reads the commits since its last batch, not the table's whole history.
+    Commits whose files are gone (Delta cleaned the log up past them) are learnt from the
+    first checkpoint after them: its snapshot's files not seen before count as that
+    version's, a producer's (their copies are then read, and the batch recognises them as
+    the job's own, :func:`routing.plan.inputs.own_copy`). A version in such a gap cannot
+    be asked from (:class:`LogCleanedUpError`).
 
     A commit file is read once, at a fraction of a millisecond; delta-rs would open the
     table and rebuild each version's whole file list (4,000 address tables: 31 s of a first
     batch's planning, one table at a time).
     """
 
-    def __init__(self, location: str, time_column: str) -> None:
+    def __init__(self, location: str, time_column: str, catch_up: int = CATCH_UP_COMMITS) -> None:
         self.location = location
         self.time_column = time_column
-        self._version = -1
-        self._schema: pa.Schema | None = None  # at ``_version``
-        self._known: set[str] = set()
+        self.catch_up = catch_up
+        self._start(-1)
+
+    def _start(
+        self, version: int, known: Iterable[str] = (), schema: pa.Schema | None = None
+    ) -> None:
+        """Learn from after ``version``, whose files (``known``) are not offered."""
+        self._since = version  # the files of versions after it are all in ``_files``
+        self._version = version
+        self._schema = schema  # at ``_version``
+        self._known: set[str] = set(known)
         self._files: list[DataFile] = []  # in version order
         self._file_versions: list[int] = []  # each file's, for a bisection
+        self._gaps: list[range] = []  # versions whose commit files were gone
 
     def schema(self, version: int) -> pa.Schema:
         """The table's schema at ``version`` (as Arrow types)."""
@@ -399,25 +516,48 @@ class TableFiles:
 
     def added(self, after: int, upto: int) -> list[DataFile]:
         """Files added by versions in ``(after, upto]``, in version then path order (none
-        of the routing job's own commits)."""
+        of the routing job's own commits).
+
+        LogCleanedUpError: the commit file of ``after`` is gone, and so are those before it
+        up to a checkpoint."""
+        if after < self._since or after - self._version > self.catch_up:
+            self._start_at(after)
         self._learn(upto)
+        if any(after in gap for gap in self._gaps):
+            raise LogCleanedUpError(after)
         versions = self._file_versions
         return self._files[bisect_right(versions, after) : bisect_right(versions, upto)]
 
+    def _start_at(self, version: int) -> None:
+        """Learn from the table's last single-file checkpoint at ``version`` or before, its
+        files known and none offered; from the table's first version when it has none."""
+        checkpoint = last_single_file_checkpoint(self.location, version)
+        if checkpoint is None:
+            self._start(-1)
+            return
+        self._start(checkpoint, *checkpoint_files(self.location, checkpoint))
+
     def _learn(self, upto: int) -> None:
-        for version in range(self._version + 1, upto + 1):
+        version = self._version + 1
+        while version <= upto:
             try:
                 commit = _Commit.read(self.location, version)
             except FileNotFoundError:
+                checkpoint = first_checkpoint(self.location, version)
+                if checkpoint is None or checkpoint > upto:
+                    raise LogCleanedUpError(version, read=False) from None
+                self._gaps.append(range(version, checkpoint))
+                version = checkpoint
                 commit = self._from_snapshot(version)
             self._schema = commit.schema or self._schema
             new = sorted((a for a in commit.adds if a["path"] not in self._known), key=_path)
             self._known.update(a["path"] for a in new)
             self._version = version
+            version += 1
             if commit.operation in NOT_DATA or commit.by_routing_job:
                 continue
-            self._files.extend(self._data_file(add, version) for add in new)
-            self._file_versions.extend(version for _ in new)
+            self._files.extend(self._data_file(add, self._version) for add in new)
+            self._file_versions.extend(self._version for _ in new)
 
     def _from_snapshot(self, version: int) -> _Commit:
         """A commit whose file is gone: its snapshot's files and schema (delta-rs)."""

@@ -7,6 +7,7 @@ The names are :mod:`routing.broker.layout`'s; :meth:`Lake.address_sources` lists
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -84,11 +85,14 @@ class Lake:
         """Lake paths (``addresses/<dir>``) of every address table that exists now, sorted."""
         return list(self.address_versions())
 
-    def address_versions(self) -> dict[str, int]:
-        """:meth:`address_sources` with each table's latest version, from one listing of
-        each table's log (the input stream asks them every trigger)."""
+    def address_versions(self, since: Mapping[str, int] | None = None) -> dict[str, int]:
+        """:meth:`address_sources` with each table's latest version, looked for from the one
+        ``since`` gives it or its last checkpoint's (the input stream asks them every
+        trigger: :func:`routing.io.delta_tables.log_version`)."""
         base = Path(self.table(ADDRESSES))
         if not base.is_dir():
             return {}
-        versions = ((f"{ADDRESSES}/{e.name}", log_version(str(e))) for e in sorted(base.iterdir()))
+        since = since or {}
+        sources = (f"{ADDRESSES}/{e.name}" for e in sorted(base.iterdir()))
+        versions = ((s, log_version(self.table(s), since.get(s, -1))) for s in sources)
         return {source: version for source, version in versions if version >= 0}

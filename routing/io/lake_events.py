@@ -64,7 +64,9 @@ from routing.broker import layout
 from routing.broker.properties import INTEGRAL_RANGES, PROPERTY_TYPES, TEXT_PATTERNS
 from routing.io import lake
 from routing.io.delta_tables import (
+    CATCH_UP_COMMITS,
     DataFile,
+    LogCleanedUpError,
     TableFiles,
     epoch_micros,
     latest_schema,
@@ -91,6 +93,11 @@ NO_AS_OF = -(1 << 62)
 
 AS_OF, MAX_EVENTS_PER_TRIGGER = "asOf", "maxEventsPerTrigger"
 """The source's options (:func:`stream_options` sets them, the reader reads them)."""
+CATCH_UP = "catchUpCommits"
+"""The source's option: how far behind the version it is asked from a table's view reads
+commits one by one rather than start from the last checkpoint before it (default
+:data:`~routing.io.delta_tables.CATCH_UP_COMMITS`; a number past any history: the plain
+path, every commit read)."""
 
 
 class LakeError(ValueError):
@@ -103,10 +110,15 @@ def input_sources(root: lake.Lake) -> list[str]:
     return list(input_versions(root))
 
 
-def input_versions(root: lake.Lake) -> dict[str, int]:
-    """Every input table that exists now, with its latest version: one listing of its log."""
-    fixed = {s: log_version(root.table(s)) for s in (layout.DELIVERIES, layout.MANAGEMENT)}
-    return root.address_versions() | {s: v for s, v in fixed.items() if v >= 0}
+def input_versions(root: lake.Lake, since: Mapping[str, int] | None = None) -> dict[str, int]:
+    """Every input table that exists now, with its latest version, looked for from the one
+    ``since`` gives it or its last checkpoint's (:func:`log_version`)."""
+    since = since or {}
+    fixed = {
+        s: log_version(root.table(s), since.get(s, -1))
+        for s in (layout.DELIVERIES, layout.MANAGEMENT)
+    }
+    return root.address_versions(since) | {s: v for s, v in fixed.items() if v >= 0}
 
 
 def check_table(root: lake.Lake, source: str, schema: pa.Schema | None = None) -> None:
@@ -347,16 +359,25 @@ class LakeEventsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         limit = options.get(MAX_EVENTS_PER_TRIGGER.lower())
         self.max_events = int(limit) if limit is not None else None
         self.as_of = parse_as_of(options.get(AS_OF.lower()))
+        self.catch_up = int(options.get(CATCH_UP.lower(), CATCH_UP_COMMITS))
         self.cap: dict[str, int] | None = None
         self._logs: dict[str, TableFiles] = {}
+        self._latest: dict[str, int] = {}  # each table's version when last asked
         self._schemas: dict[tuple[str, int], str] = {}
 
     def _log(self, source: str) -> TableFiles:
         if source not in self._logs:
             self._logs[source] = TableFiles(
-                self.lake.table(source), KINDS[kind_name(source)].time_column
+                self.lake.table(source), KINDS[kind_name(source)].time_column, self.catch_up
             )
         return self._logs[source]
+
+    def _added(self, source: str, after: int, upto: int) -> list[DataFile]:
+        """The files the table ``source``'s versions in ``(after, upto]`` added."""
+        try:
+            return self._log(source).added(after, upto)
+        except LogCleanedUpError as error:
+            raise LakeError(f"table {source}: {error}") from None
 
     def _schema(self, source: str, version: int) -> str:
         """The table's Spark schema (JSON) at ``version``."""
@@ -365,7 +386,7 @@ class LakeEventsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._schemas[(source, version)]
 
     def _versions(self) -> dict[str, int]:
-        versions = input_versions(self.lake)
+        versions = self._latest = input_versions(self.lake, self._latest)
         if self.cap is None:
             return versions
         return {s: min(v, self.cap[s]) for s, v in versions.items() if s in self.cap}
@@ -384,7 +405,7 @@ class LakeEventsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Files of versions ``(base, upto]`` that may hold rows later than ``until``."""
         if until >= UNBOUNDED:
             return []
-        return [f for f in self._log(source).added(base, upto) if _later_than(f, until)]
+        return [f for f in self._added(source, base, upto) if _later_than(f, until)]
 
     def _base(self, start: dict) -> dict[str, int]:
         """The fully consumed versions after ``start``."""
@@ -402,7 +423,7 @@ class LakeEventsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         (its own copies, not offered) makes no batch, and is not checked every trigger."""
         versions = self._versions()
         new = {
-            s: self._log(s).added(start["tables"].get(s, -1), v)
+            s: self._added(s, start["tables"].get(s, -1), v)
             for s, v in versions.items()
             if v > start["tables"].get(s, -1)
         }
@@ -450,7 +471,7 @@ class LakeEventsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 ]
             slices += [
                 slice_row(source, table, f, None, end["until"], schema)
-                for f in self._log(source).added(seen, version)
+                for f in self._added(source, seen, version)
             ]
         return slices
 
