@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import pickle
 import shutil
 
 import pyarrow as pa
@@ -17,6 +18,7 @@ from routing.io.delta_tables import TableFiles, commit_app_ids, epoch_micros
 from routing.io.lake import Lake
 from routing.io.lake_events import (
     INPUT_SOURCE,
+    MAX_EVENTS_PER_TRIGGER,
     ROW_CHECKS,
     SLICE,
     UNBOUNDED,
@@ -515,3 +517,48 @@ def test_a_stream_reads_a_cleaned_up_log_and_restarts_from_the_checkpoint_before
         shutil.copytree(checkpoint, restarted)
         later = run(spark, lake, str(restarted), catchUpCommits=catch_up)
         assert sorted(r.message_id for b in later for r in b) == [3, 4, 5, 6]
+
+
+def test_a_rewrite_of_a_tables_layout_is_not_offered(spark, tmp_path):
+    """A producer that rewrites its table's files without changing its rows, as Delta's
+    docs show (an overwrite with ``dataChange`` false), adds no rows to read: as Delta's
+    streaming source, the stream offers none of those files."""
+    lake = Lake.at(tmp_path)
+    send(lake, "a", (1, 0))
+    send(lake, "a", (2, 10))
+    reader = LakeEventsReader(lake.root, {})
+    first = reader.latestOffset(reader.initialOffset(), ReadAllAvailable())
+    table = lake.address_table("a")
+    (
+        spark.read.format("delta")
+        .load(table)
+        .repartition(1)
+        .write.format("delta")
+        .mode("overwrite")
+        .option("dataChange", "false")
+        .save(table)
+    )
+    assert reader.latestOffset(first, ReadAllAvailable()) == first
+    send(lake, "a", (3, 20))
+    second = reader.latestOffset(first, ReadAllAvailable())
+    assert offered(reader, first, second) == [("addresses/a", 3)]
+
+
+@pytest.mark.parametrize("limit", [None, 1])
+def test_a_long_running_streams_state_does_not_grow_with_the_tables_history(tmp_path, limit):
+    """A stream that has planned batch after batch of a table holds what it has still to
+    read, not every file the table ever had: its reader's state after 200 commits is the
+    size it was after 20, each batch offering the commit since the last (rate-limited too,
+    a batch a row)."""
+    lake = Lake.at(tmp_path)
+    options = {} if limit is None else {MAX_EVENTS_PER_TRIGGER.lower(): str(limit)}
+    reader = LakeEventsReader(lake.root, options)
+    start = reader.initialOffset()
+    sizes = {}
+    for n in range(200):
+        send(lake, "a", (n, 10 * n))
+        end = reader.latestOffset(start, ReadMaxRows(limit) if limit else ReadAllAvailable())
+        assert offered(reader, start, end) == [("addresses/a", n)]
+        start = end
+        sizes[n + 1] = len(pickle.dumps(reader))
+    assert sizes[200] <= 1.2 * sizes[20], sizes

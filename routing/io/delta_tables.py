@@ -467,9 +467,10 @@ class LogCleanedUpError(LookupError):
 class TableFiles:
     """The files each version of one table added, learnt incrementally, version by version.
 
-    A version's new files are the ``add`` actions of its commit file; a version whose commit
-    only reorganises rows (:data:`NOT_DATA`) adds none, and neither does a commit of the
-    routing job (an app transaction whose id starts with
+    A version's new files are the ``add`` actions of its commit file that change data (as
+    Delta's streaming source reads them: a rewrite of a table's layout says ``dataChange``
+    false); a version whose commit only reorganises rows (:data:`NOT_DATA`) adds none, and
+    neither does a commit of the routing job (an app transaction whose id starts with
     :data:`~routing.broker.layout.ROUTING_APP_PREFIX`): its rows are the job's own copies,
     routed in the batch that made them, and reading them back would only cost a
     micro-batch (docs/DESIGN.md, "The job's own copies are not read back"). Input tables
@@ -478,7 +479,8 @@ class TableFiles:
     What it learns starts where it is first asked from, when that is more than ``catch_up``
     (:data:`CATCH_UP_COMMITS`) commits in: at the last single-file checkpoint before it,
     whose files were read before and are only known (their paths), and the commits since. A
-    restarted job reads the commits since its last batch, not the table's whole history.
+    restarted job reads the commits since its last batch, not the table's whole history, and
+    a running one's view lets go of what its batches have read (:meth:`forget`).
     Commits whose files are gone (Delta cleaned the log up past them) are learnt from the
     first checkpoint after them: its snapshot's files not seen before count as that
     version's, a producer's (their copies are then read, and the batch recognises them as
@@ -503,10 +505,11 @@ class TableFiles:
         self._since = version  # the files of versions after it are all in ``_files``
         self._version = version
         self._schema = schema  # at ``_version``
-        self._known: set[str] = set(known)
+        self._known = dict.fromkeys(known, version)  # path -> the version that added it
         self._files: list[DataFile] = []  # in version order
         self._file_versions: list[int] = []  # each file's, for a bisection
         self._gaps: list[range] = []  # versions whose commit files were gone
+        self._forgotten = False  # some files it knew were let go (:meth:`forget`)
 
     def schema(self, version: int) -> pa.Schema:
         """The table's schema at ``version`` (as Arrow types)."""
@@ -528,6 +531,20 @@ class TableFiles:
         versions = self._file_versions
         return self._files[bisect_right(versions, after) : bisect_right(versions, upto)]
 
+    def forget(self, version: int) -> None:
+        """Let go of what the versions up to ``version`` added: the stream asks from no
+        earlier one (asked, the view would learn them again). A long-running job's view
+        holds the files it has still to read, not every file the table ever had."""
+        version = min(version, self._version)
+        if version <= self._since:
+            return
+        cut = bisect_right(self._file_versions, version)
+        del self._files[:cut]
+        del self._file_versions[:cut]
+        self._known = {path: v for path, v in self._known.items() if v > version}
+        self._since = version
+        self._forgotten = True
+
     def _start_at(self, version: int) -> None:
         """Learn from the table's last single-file checkpoint at ``version`` or before, its
         files known and none offered; from the table's first version when it has none."""
@@ -546,12 +563,15 @@ class TableFiles:
                 checkpoint = first_checkpoint(self.location, version)
                 if checkpoint is None or checkpoint > upto:
                     raise LogCleanedUpError(version, read=False) from None
+                if self._forgotten:  # the snapshot's files cannot all be told apart
+                    raise LogCleanedUpError(self._version) from None
                 self._gaps.append(range(version, checkpoint))
                 version = checkpoint
                 commit = self._from_snapshot(version)
             self._schema = commit.schema or self._schema
-            new = sorted((a for a in commit.adds if a["path"] not in self._known), key=_path)
-            self._known.update(a["path"] for a in new)
+            unseen = [a for a in commit.adds if a["path"] not in self._known]
+            self._known.update((a["path"], version) for a in unseen)
+            new = sorted((a for a in unseen if a.get("dataChange", True)), key=_path)
             self._version = version
             version += 1
             if commit.operation in NOT_DATA or commit.by_routing_job:

@@ -363,7 +363,7 @@ class LakeEventsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.cap: dict[str, int] | None = None
         self._logs: dict[str, TableFiles] = {}
         self._latest: dict[str, int] = {}  # each table's version when last asked
-        self._schemas: dict[tuple[str, int], str] = {}
+        self._schemas: dict[str, tuple[int, str]] = {}  # each table's, at the version last asked
 
     def _log(self, source: str) -> TableFiles:
         if source not in self._logs:
@@ -381,9 +381,13 @@ class LakeEventsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _schema(self, source: str, version: int) -> str:
         """The table's Spark schema (JSON) at ``version``."""
-        if (source, version) not in self._schemas:
-            self._schemas[(source, version)] = _spark_schema(self._log(source).schema(version))
-        return self._schemas[(source, version)]
+        known = self._schemas.get(source)
+        if known is None or known[0] != version:
+            known = self._schemas[source] = (
+                version,
+                _spark_schema(self._log(source).schema(version)),
+            )
+        return known[1]
 
     def _versions(self) -> dict[str, int]:
         versions = self._latest = input_versions(self.lake, self._latest)
@@ -407,6 +411,15 @@ class LakeEventsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return []
         return [f for f in self._added(source, base, upto) if _later_than(f, until)]
 
+    def _forget(self, start: dict) -> None:
+        """Let each table's view go of the versions no batch from ``start`` on asks from
+        (:meth:`TableFiles.forget`): those read, and none of whose rows are held back."""
+        held = start["until"] < UNBOUNDED
+        for source, version in start["tables"].items():
+            if source in self._logs:
+                base = start["base"].get(source, -1)
+                self._logs[source].forget(min(version, base) if held else version)
+
     def _base(self, start: dict) -> dict[str, int]:
         """The fully consumed versions after ``start``."""
         if start["until"] >= UNBOUNDED:
@@ -421,6 +434,7 @@ class LakeEventsReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         """``start`` when nothing new is offered: a table the job alone wrote to since
         (its own copies, not offered) makes no batch, and is not checked every trigger."""
+        self._forget(start)
         versions = self._versions()
         new = {
             s: self._added(s, start["tables"].get(s, -1), v)
