@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -225,7 +226,8 @@ def test_a_tables_version_is_found_from_a_version_it_had_or_its_last_checkpoint(
 
 def history(location: str, spark) -> None:
     """A producer's table through the commits an input table sees: appends, a schema change,
-    a compaction, the routing job's own copies, checkpoints."""
+    a compaction, the routing job's own copies, checkpoints (delta-rs's, then delta-spark's
+    own at its tenth commit)."""
     for n in range(3):
         send(location, n)
     DeltaTable(location).create_checkpoint()  # version 2
@@ -241,8 +243,14 @@ def history(location: str, spark) -> None:
     frame = spark.createDataFrame(pa.Table.from_pylist(copy, schema=schemas.MESSAGE))
     job_append(frame, location, app_id=f"{ROUTING_APP_PREFIX}test", txn_version=0)  # 5
     DeltaTable(location).create_checkpoint()  # version 5
-    for n in range(6, 9):
+    for n in range(6, 10):
         send(location, n)
+    row = [{"message_id": 10, "address": "orders", "sent_at": at(10)}]
+    producer = spark.createDataFrame(pa.Table.from_pylist(row, schema=schemas.MESSAGE))
+    columns = producer.select("message_id", "address", "sent_at")
+    columns.write.format("delta").mode("append").save(location)  # 10, delta-spark's checkpoint
+    assert Path(location, "_delta_log", f"{10:020d}.checkpoint.parquet").is_file()
+    send(location, 11)
 
 
 def test_a_view_asked_from_a_later_version_starts_at_the_checkpoint_before_it(spark, tmp_path):
@@ -257,9 +265,10 @@ def test_a_view_asked_from_a_later_version_starts_at_the_checkpoint_before_it(sp
         plain = TableFiles(location, "sent_at", catch_up=1 << 62).added(after, latest)
         assert TableFiles(location, "sent_at", catch_up=0).added(after, latest) == plain
         offered[after] = [f.version for f in plain]
-    assert offered[-1] == [0, 1, 2, 3, 6, 7, 8]
-    assert offered[2] == [3, 6, 7, 8]
-    assert offered[4] == offered[5] == [6, 7, 8]
+    assert offered[-1] == [0, 1, 2, 3, 6, 7, 8, 9, 10, 11]
+    assert offered[2] == [3, 6, 7, 8, 9, 10, 11]
+    assert offered[4] == offered[5] == [6, 7, 8, 9, 10, 11]
+    assert offered[10] == [11]
     later = TableFiles(location, "sent_at", catch_up=0)
     assert later.added(6, latest) == TableFiles(location, "sent_at").added(6, latest)
     assert later.schema(latest) == arrow_schema(location) == latest_schema(location)
