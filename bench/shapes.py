@@ -404,6 +404,16 @@ def _ratio(name: str, shape: Routed, reference: Routed) -> list[Figure]:
             ratio <= TARGET_RATIO,
         ),
     ]
+    if shape.single is not None and reference.single is not None:
+        # what the shape costs a plain process that writes the same tables: the part of
+        # the ratio the lake's layout sets (a Delta table an address, SPEC §3)
+        figures.append(
+            Figure(
+                "  the single process, shape against reference shape",
+                shape.single.seconds / reference.single.seconds,
+                "x",
+            )
+        )
     for which, routed in (("shape", shape), ("reference shape", reference)):
         if routed.single is not None and routed.run is not None:
             figures += [
