@@ -20,7 +20,9 @@ mix and the same number of messages:
   between the two sizes is set against the single-process router's
   (:mod:`bench.single_process`) on the same lakes, and the time a message adds at many
   addresses against the time it adds at 10 (what each run pays once cancelled: the
-  tables and files an address has, the tables a first batch creates).
+  tables and files an address has, the tables a first batch creates). The 10 addresses'
+  two lakes are also routed warm, in turn by one process (:mod:`bench.warm`), as a
+  continuous job or a long replay runs its batches.
 - **backlog**: a batch of new messages and their acknowledgements behind ``N`` PENDING
   messages in one queue (routed first, not timed), against the same batch behind as many
   PENDING messages as it has; **draining**: the same, the batch acknowledging the oldest
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import re
 import shutil
 import sys
@@ -468,6 +471,13 @@ def _marginal(name: str, routed: dict[int, Routed]) -> list[Figure]:
     ]
 
 
+def _single_marginal(routed: dict[int, Routed]) -> float | None:
+    """The single process's marginal throughput between the sizes of ``routed`` (None: a
+    size has no single-process run)."""
+    singles = {n: r.single.seconds for n, r in routed.items() if r.single is not None}
+    return marginal(singles) if len(singles) == len(routed) else None
+
+
 def _marginal_ratio(shape: dict[int, Routed], reference: dict[int, Routed]) -> list[Figure]:
     """The time a message adds to a shape's run against the time it adds to its reference's
     (:func:`marginal` of both): the cost per message with what each run pays once (the
@@ -490,14 +500,65 @@ def _marginal_ratio(shape: dict[int, Routed], reference: dict[int, Routed]) -> l
     ]
 
 
+def warm_marginal(
+    spark: SparkSession,
+    work: Path,
+    name: str,
+    shapes: dict[int, Shape],
+    single: float | None,
+    rounds: int = ROUNDS,
+) -> list[Figure]:
+    """The job's marginal throughput between the two sizes of ``shapes`` (messages: shape)
+    routed warm: their lakes in turn by one process (:mod:`bench.warm`), ``rounds`` rounds
+    after a first one left out (its code ran cold), the median round's; against ``single``,
+    the single process's marginal on the same traffic (None: not known)."""
+    small, large = sorted(shapes)
+    title = f"warm marginal throughput ({large:,} - {small:,}), {name}"
+    conf = work / "warm-broker.xml"
+    conf.write_text(shapes[small].broker, encoding="utf-8")
+    lakes = []
+    for size in (small, large):
+        lake, log = work / f"warm-lake-{size}", work / f"warm-log-{size}.parquet"
+        shutil.rmtree(lake, ignore_errors=True)
+        pq.write_table(shapes[size].log, log)
+        load_logs(spark, Lake.at(lake), [str(log)])
+        lakes.append(str(lake))
+    command = [sys.executable, "-m", "bench.warm", "--conf", str(conf), *lakes]
+    try:
+        run = run_job([*command, "--rounds", str(rounds + 1)])
+    except RuntimeError as failed:
+        error = str(failed).strip().splitlines()[-1]
+        return [Figure(f"{title}: FAILED ({error})", float("nan"), "", "", False)]
+    finally:
+        for lake in lakes:
+            shutil.rmtree(lake, ignore_errors=True)
+    seconds: dict[int, dict[int, float]] = {}  # round -> size -> seconds
+    for line in run.output.splitlines():
+        if line.startswith("{"):
+            timed = json.loads(line)
+            seconds.setdefault(timed["round"], {})[
+                small if timed["lake"] == lakes[0] else large
+            ] = timed["seconds"]
+    throughputs = sorted(marginal(seconds[r]) for r in sorted(seconds)[1:])
+    job = throughputs[len(throughputs) // 2]
+    figures = [Figure(title, job, "msg/s")]
+    if single is not None:
+        figures.append(
+            Figure("  against the single process's", job / single, "x", ">= 3x", job / single >= 3)
+        )
+    return figures
+
+
 def many_address_figures(
     spark: SparkSession, work: Path, addresses: int, messages: int, rounds: int = ROUNDS
 ) -> list[Figure]:
     small = messages // MARGINAL
+    tens = {m: many_addresses(10, m) for m in (messages, small)}
     reference, reference_smaller, shape, smaller = in_turn(
         spark,
         work,
-        [[many_addresses(n, m)] for n in (10, addresses) for m in (messages, small)],
+        [[tens[messages]], [tens[small]]]
+        + [[many_addresses(addresses, m)] for m in (messages, small)],
         single=True,
         rounds=rounds,
     )
@@ -508,6 +569,14 @@ def many_address_figures(
         *_marginal_ratio(shapes, references),
         *_marginal(f"{addresses:,} addresses", shapes),
         *_marginal("10 addresses", references),
+        *warm_marginal(
+            spark,
+            work,
+            "10 addresses",
+            tens,
+            _single_marginal(references),
+            rounds,
+        ),
         Figure(
             f"  code generation fallbacks at {addresses:,} addresses",
             shape.fallbacks,
