@@ -39,9 +39,9 @@ def main(argv: list[str] | None = None) -> int:
                     copy = Path(folder) / "lake"
                     shutil.copytree(lake, copy)
                     err = io.StringIO()
-                    argv = ["--conf", args.conf, "--lake", str(copy), "--available-now"]
+                    options = ["--conf", args.conf, "--lake", str(copy), "--available-now"]
                     started = time.perf_counter()
-                    status = route.main(argv, spark=spark, out=io.StringIO(), err=err)
+                    status = route.main(options, spark=spark, out=io.StringIO(), err=err)
                     seconds = time.perf_counter() - started
                     shutil.rmtree(copy)
                     if status != 0:
