@@ -10,8 +10,13 @@ from __future__ import annotations
 
 import logging
 import re
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from types import FrameType
 from typing import TextIO
 
 from routing.io.lake import Lake
@@ -25,6 +30,8 @@ _OWN_ERROR = re.compile(r"^routing\.io\.lake_events\.LakeError: ")
 """A lake error raised in the input stream, as the query's traceback names it."""
 INTERRUPTED = 130
 """The exit status of a run stopped by Ctrl-C while it worked."""
+TERMINATED = 143
+"""The exit status of a run stopped by SIGTERM while it worked (128 + 15, as a shell's)."""
 
 
 def session_log(lake: Lake, job: str, verbose: bool) -> Path | None:
@@ -79,10 +86,47 @@ def _without_ours(logger: logging.Logger) -> logging.Logger:
     return logger
 
 
-def interrupted(err: TextIO) -> int:
-    """Say that the run was interrupted (Ctrl-C); its exit status, 130 as a shell's."""
-    print("stopped: interrupted; the next run resumes where this one stopped", file=err)
-    return INTERRUPTED
+class Terminated(KeyboardInterrupt):
+    """SIGTERM while a run works (:func:`terminate_as_interrupt`): it stops as Ctrl-C stops it."""
+
+
+def _terminated(signum: int, frame: FrameType | None) -> None:
+    raise Terminated
+
+
+@contextmanager
+def signals_handled(
+    handler: Callable[[int, FrameType | None], object], *signums: int
+) -> Iterator[None]:
+    """Inside, ``handler`` handles ``signums``; the handlers before it are restored on the
+    way out. Signals reach the main thread only: elsewhere (a test's thread) nothing
+    changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.signal(signum, handler) for signum in signums}
+    try:
+        yield
+    finally:
+        for signum, before in previous.items():
+            signal.signal(signum, before)
+
+
+def terminate_as_interrupt() -> AbstractContextManager[None]:
+    """Inside, SIGTERM raises :class:`Terminated` in the main thread, as SIGINT raises
+    ``KeyboardInterrupt``: a run that ``kill`` or systemd stops ends its query and says so
+    in one line, as one stopped by Ctrl-C, not silently by Python's default action."""
+    return signals_handled(_terminated, signal.SIGTERM)
+
+
+def interrupted(err: TextIO, stop: KeyboardInterrupt) -> int:
+    """Say that the run was stopped while it worked, by Ctrl-C or by SIGTERM
+    (:class:`Terminated`); its exit status, a shell's for the signal (130, 143)."""
+    how, status = (
+        ("terminated", TERMINATED) if isinstance(stop, Terminated) else ("interrupted", INTERRUPTED)
+    )
+    print(f"stopped: {how}; the next run resumes where this one stopped", file=err)
+    return status
 
 
 def one_line(error: BaseException) -> str:

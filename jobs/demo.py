@@ -26,7 +26,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
-from jobs._logging import session_log, take_lake
+from jobs._logging import take_lake
+from jobs._session import job_session
 from routing.broker.ids import copy_id_py
 from routing.broker.layout import WRITER_LOCK
 from routing.broker.properties import LONG
@@ -357,27 +358,22 @@ def _demo(args: argparse.Namespace, lake: Path, spark: SparkSession | None, out:
     )
 
     from jobs import replay
-    from routing.io.session import build_session, stop_session
 
-    own_session = spark is None
-    log_file = session_log(Lake.at(lake), "demo", args.verbose) if own_session else None
-    if spark is None:
-        spark = build_session("jobs.demo", log_file=log_file)
-    try:
+    with job_session(spark, Lake.at(lake), "demo", verbose=args.verbose, err=sys.stderr) as (
+        session,
+        log_file,
+    ):
         job = ["--log", str(log), "--lake", str(lake), "--conf", args.conf]
         status = replay.main(
-            job + ["--verbose"] * args.verbose, spark=spark, out=out, log_file=log_file
+            job + ["--verbose"] * args.verbose, spark=session, out=out, log_file=log_file
         )
         if status == 0:
             print(
-                "queue_messages by queue and status:\n" + report(spark, str(lake)),
+                "queue_messages by queue and status:\n" + report(session, str(lake)),
                 file=out,
                 flush=True,
             )
         return status
-    finally:
-        if own_session:
-            stop_session(spark)
 
 
 if __name__ == "__main__":

@@ -29,14 +29,15 @@ from jobs._logging import (
     configure,
     interrupted,
     one_line,
-    session_log,
     take_lake,
+    terminate_as_interrupt,
     where_detail,
 )
+from jobs._session import job_session
 from routing.broker.config import ConfigError, load_config
 from routing.io.lake import Lake
 from routing.io.lake_events import input_sources, inputs_within
-from routing.io.session import SMALL_BATCH_ROWS, stop_session
+from routing.io.session import SMALL_BATCH_ROWS
 from routing.plan.scratch import Scratch
 from routing.tools import replay
 
@@ -55,8 +56,8 @@ examples:
   python -m jobs.replay --log jan.parquet --log feb.parquet --lake ./lake --conf broker.xml
 
 exit status: 0 done, 2 the configuration is invalid (nothing written), 1 a log or the
-lake could not be read (one line here; the detail in LAKE/_logs), 130 Ctrl-C stopped it
-(a run again loads what is left and routes the rest)."""
+lake could not be read (one line here; the detail in LAKE/_logs), 130 Ctrl-C or 143
+SIGTERM stopped it (a run again loads what is left and routes the rest)."""
 
 MAX_EVENTS_PER_TRIGGER = 2_600_000
 """The routing run's rate limit unless ``--max-events-per-trigger`` says otherwise: input
@@ -170,22 +171,22 @@ def _replay(
     log_file: Path | None,
 ) -> int:
     """Load ``logs`` into the lake and route them (the lake is held)."""
-    own_session = spark is None
-    if own_session:
-        log_file = session_log(Lake.at(args.lake), "replay", args.verbose)
-    configure(args.verbose, err, log_file)
-    if spark is None:
-        from routing.io.session import build_session
-
-        spark = build_session(
-            "jobs.replay", short_run=short_run(Lake.at(args.lake), logs), log_file=log_file
-        )
-    try:
+    lake = Lake.at(args.lake)
+    with job_session(
+        spark,
+        lake,
+        "replay",
+        verbose=args.verbose,
+        err=err,
+        log_file=log_file,
+        short_run=short_run(lake, logs),
+    ) as (session, log_file):
         started = time.perf_counter()
         try:
-            load_logs(spark, Lake.at(args.lake), logs)
-        except KeyboardInterrupt:
-            return interrupted(err)
+            with terminate_as_interrupt():
+                load_logs(session, lake, logs)
+        except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM
+            return interrupted(err, stop)
         except Exception as error:  # an unreadable log: say which, write nothing more
             print(f"log error: {one_line(error)}{where_detail(log_file)}", file=err)
             log.debug("log error", exc_info=error)
@@ -198,10 +199,7 @@ def _replay(
         job = ["--conf", args.conf, "--lake", args.lake, "--available-now"]
         if args.max_events_per_trigger:
             job += ["--max-events-per-trigger", str(args.max_events_per_trigger)]
-        return route.main(job, spark=spark, out=out, err=err, log_file=log_file)
-    finally:
-        if own_session:
-            stop_session(spark)
+        return route.main(job, spark=session, out=out, err=err, log_file=log_file)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -32,10 +33,12 @@ from jobs._logging import (
     configure,
     interrupted,
     one_line,
-    session_log,
+    signals_handled,
     take_lake,
+    terminate_as_interrupt,
     where_detail,
 )
+from jobs._session import job_session
 from routing.broker.config import ConfigError, load_config
 from routing.broker.layout import (
     JOURNAL,
@@ -58,7 +61,7 @@ from routing.io.lake_events import (
     stream,
     stream_options,
 )
-from routing.io.session import SMALL_BATCH_ROWS, batch_conf, stop_session
+from routing.io.session import SMALL_BATCH_ROWS, batch_conf
 from routing.io.storage import (
     DeltaStorage,
     Storage,
@@ -96,10 +99,10 @@ examples:
 
 exit status: 0 done, 2 the configuration is invalid (nothing written), 1 the lake could
 not be read, another job is writing it, or a batch failed (one line here; the detail in
-LAKE/_logs), 130 Ctrl-C stopped it inside a batch (the next run does that batch again,
-exactly once). Without --available-now, Ctrl-C or SIGTERM (to the job or its whole
-process group) ends the running batch first, and the status is 0. One job writes a lake
-at a time; one that crashed holds nothing."""
+LAKE/_logs), 130 Ctrl-C or 143 SIGTERM stopped it inside a batch (the next run does
+that batch again, exactly once). Without --available-now, Ctrl-C or SIGTERM (to the job or
+its whole process group) ends the running batch first, and the status is 0. One job
+writes a lake at a time; one that crashed holds nothing."""
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -349,23 +352,28 @@ def _run_query(args: argparse.Namespace, runner: BatchRunner) -> None:
         if args.available_now
         else writer.trigger(processingTime=args.trigger)
     )
-    query = writer.start()
     stop = threading.Event()
-    if not args.available_now and threading.current_thread() is threading.main_thread():
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, lambda *_: stop.set())
-    try:
-        while query.isActive and not stop.is_set():
-            query.awaitTermination(0.5)  # type: ignore[arg-type]  # seconds; pyspark takes a float
-        if stop.is_set():
-            # stop cleanly: let the running micro-batch finish, then stop before the next
-            runner.idle.wait()
-            query.stop()
-        query.awaitTermination()
-    finally:
-        if query.isActive:
-            query.stop()
-        runner.storage.close()
+    # a continuous job ends its running batch first; an --available-now run stops at once
+    # (main: terminate_as_interrupt)
+    signals = (
+        nullcontext()
+        if args.available_now
+        else signals_handled(lambda *_: stop.set(), signal.SIGTERM, signal.SIGINT)
+    )
+    with signals:
+        query = writer.start()
+        try:
+            while query.isActive and not stop.is_set():
+                query.awaitTermination(0.5)  # type: ignore[arg-type]  # seconds; pyspark takes a float
+            if stop.is_set():
+                # stop cleanly: let the running micro-batch finish, then stop before the next
+                runner.idle.wait()
+                query.stop()
+            query.awaitTermination()
+        finally:
+            if query.isActive:
+                query.stop()
+            runner.storage.close()
 
 
 def main(
@@ -408,26 +416,27 @@ def main(
     writer = take_lake(lake, "jobs.route", err)
     if writer is None:
         return 1
-    with writer:
-        own_session = spark is None
-        if own_session:
-            log_file = session_log(lake, "route", args.verbose)
-        configure(args.verbose, err, log_file)
-        if spark is None:
-            from routing.io.session import build_session
-
-            spark = build_session("jobs.route", short_run=short_run, log_file=log_file)
+    with (
+        writer,
+        job_session(
+            spark,
+            lake,
+            "route",
+            verbose=args.verbose,
+            err=err,
+            log_file=log_file,
+            short_run=short_run,
+        ) as (session, log_file),
+    ):
         try:
-            return run(args, spark, lake, Topology(config), out, as_of)
-        except KeyboardInterrupt:  # Ctrl-C inside a batch (a continuous job ends it first)
-            return interrupted(err)
+            with terminate_as_interrupt():
+                return run(args, session, lake, Topology(config), out, as_of)
+        except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM inside an --available-now run
+            return interrupted(err, stop)
         except Exception as error:  # a failed batch or an unreadable table: say what, exit 1
             print(f"job failed: {one_line(error)}{where_detail(log_file)}", file=err)
             log.debug("job failed", exc_info=error)
             return 1
-        finally:
-            if own_session:
-                stop_session(spark)
 
 
 if __name__ == "__main__":

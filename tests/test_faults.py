@@ -413,9 +413,17 @@ def test_a_stop_signal_to_the_jobs_whole_process_group_stops_it_cleanly(tmp_path
     assert rows_in(output) == sum(len(t) for _, t, _ in producer_rounds(1)[0])
 
 
-def test_ctrl_c_inside_a_run_stops_it_in_one_line_and_the_next_run_resumes(tmp_path):
-    """Ctrl-C (SIGINT to the terminal's process group) while an ``--available-now`` run
-    works through its batches: one line and status 130; the next run routes the rest,
+@pytest.mark.parametrize(
+    ("sig", "status", "said"),
+    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")],
+    ids=["SIGINT", "SIGTERM"],
+)
+def test_a_stop_signal_inside_a_run_stops_it_in_one_line_and_the_next_run_resumes(
+    tmp_path, sig, status, said
+):
+    """Ctrl-C (SIGINT to the terminal's process group), or SIGTERM to the whole group (a
+    scheduler's or systemd's stop), while an ``--available-now`` run works through its
+    batches: one line and a shell's status for the signal; the next run routes the rest,
     each input row once."""
     lake = Lake.at(tmp_path / "lake")
     produce(lake, producer_rounds(1)[0])
@@ -424,14 +432,12 @@ def test_ctrl_c_inside_a_run_stops_it_in_one_line_and_the_next_run_resumes(tmp_p
     first = local_job(command, tmp_path / "first.log")
     try:
         assert first.wait_for(lambda out: "batch 1:" in out, timeout=300), first.tail()
-        assert signal_group(first, signal.SIGINT) == 130, first.tail()
+        assert signal_group(first, sig) == status, first.tail()
     finally:
         first.kill()
     output = first.output()
     assert "Traceback" not in output and "failed" not in output, output
-    assert output.rstrip().endswith(
-        "stopped: interrupted; the next run resumes where this one stopped"
-    )
+    assert output.rstrip().endswith(f"stopped: {said}; the next run resumes where this one stopped")
     second = local_job(command[:-2], tmp_path / "second.log")  # the rest in one batch
     try:
         assert second.wait(timeout=600) == 0, second.tail()
