@@ -9,7 +9,7 @@ import shutil
 
 import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import Row
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
@@ -17,6 +17,9 @@ from routing.broker.layout import ROUTING_APP_PREFIX
 from routing.io.delta_tables import TableFiles, commit_app_ids, epoch_micros
 from routing.io.lake import Lake
 from routing.io.lake_events import (
+    ARROW_FILE_ROWS,
+    ARROW_READ_FILES,
+    INPUT_READER,
     INPUT_SOURCE,
     MAX_EVENTS_PER_TRIGGER,
     ROW_CHECKS,
@@ -28,6 +31,7 @@ from routing.io.lake_events import (
     check_lake,
     inputs_within,
     read_events,
+    reads_by_arrow,
     stream,
 )
 from routing.io.session import (
@@ -86,6 +90,20 @@ def run(spark, lake: Lake, checkpoint: str, each=None, source: str = "jvm", **op
     )
     query.awaitTermination()
     return batches
+
+
+def read_by_each(spark, setting: str, *values: str):
+    """A batch function for :func:`run`: its slices read once with each of ``values`` of the
+    session ``setting``."""
+
+    def each(slices):
+        frames = []
+        for value in values:
+            with session_conf(spark, {setting: value}):
+                frames.append(read_events(spark, slices))
+        return frames
+
+    return each
 
 
 def key(row) -> tuple:
@@ -165,18 +183,95 @@ def test_the_jvm_checks_of_rows_read_as_the_plain_path(spark, tmp_path):
         schemas.MESSAGE,
     )
 
-    def both(slices):
-        frames = []
-        for check in ("jvm", "plain"):
-            with session_conf(spark, {ROW_CHECKS: check}):
-                frames.append(read_events(spark, slices))
-        return frames
-
-    ((jvm, plain),) = run(spark, lake, str(tmp_path / "ck"), both)
+    ((jvm, plain),) = run(
+        spark, lake, str(tmp_path / "ck"), read_by_each(spark, ROW_CHECKS, "jvm", "plain")
+    )
     assert_rows_equal(jvm, plain, ["message_id"])
     errors = [r.error for r in jvm.orderBy("message_id").collect()]
     assert errors[0] is None and all(errors[1:]), errors
     assert errors[-1] == 'address "ship\\tment\'s" does not belong in table addresses/orders'
+
+
+def test_the_arrow_reader_reads_what_sparks_reader_reads(spark, tmp_path):
+    """A batch's input files read by pyarrow in Python workers (:data:`INPUT_READER`
+    ``arrow``, what ``auto`` picks for many files) give the rows Spark's Parquet reader gives
+    (``spark``, the plain path), positions and checks included: tables of every kind, a
+    table whose later commit added columns (its first file has none of them: nulls), two
+    tables whose files share names (told apart by folder), typed properties, bodies."""
+    lake = Lake.at(tmp_path)
+    narrow = pa.schema(
+        [f for f in schemas.MESSAGE if f.name in ("message_id", "address", "sent_at")]
+    )
+    append(
+        lake.address_table("orders"),
+        [{"message_id": 1, "address": "orders", "sent_at": at(0)}],
+        narrow,
+    )
+    write_deltalake(
+        lake.address_table("orders"),
+        pa.Table.from_pylist(
+            [
+                {
+                    "message_id": 2,
+                    "address": "orders",
+                    "sent_at": at(10),
+                    "expiration": at(900),
+                    "priority": 7,
+                    "durable": True,
+                    "user_id": "u",
+                    "properties": [("n", "7"), ("s", "x")],
+                    "property_types": [("n", "integer")],
+                    "body": b"\x00\xffpayload",
+                },
+                {
+                    "message_id": 3,
+                    "address": "elsewhere",
+                    "sent_at": at(20),
+                    "routing_type": "ANYCAST",
+                },
+            ],
+            schema=schemas.MESSAGE,
+        ),
+        mode="append",
+        schema_mode="merge",
+    )
+    send(lake, "a/b", (4, 5), (5, 6))
+    shutil.copytree(lake.address_table("a/b"), lake.address_table("archive"))
+    deliver(lake, ("q", 1, "ACK", 30), ("q", 2, "ROLLBACK", 40))
+    append(
+        lake.management,
+        [{"op": "MOVE", "queue": "q", "message_id": 2, "to_queue": "r", "at": at(50)}],
+        schemas.MANAGEMENT,
+    )
+
+    both = read_by_each(spark, INPUT_READER, "spark", "arrow")
+    ((plain, arrow),) = run(spark, lake, str(tmp_path / "ck"), both)
+    assert plain.count() == 10
+    assert_rows_equal(arrow, plain, ["source", "version", "file", "row"])
+
+
+@pytest.mark.parametrize(
+    ("locations", "expected"),
+    [
+        (["/lake/addresses/orders/part-0.parquet"], True),
+        (["file:///lake/addresses/a%3Db/part-0.parquet"], True),
+        (["file:/lake/part-0.parquet", "s3a://bucket/lake/part-0.parquet"], False),
+    ],
+)
+def test_the_arrow_reader_takes_local_files_only(spark, locations, expected):
+    with session_conf(spark, {INPUT_READER: "arrow"}):
+        assert reads_by_arrow(spark, locations, 1) is expected
+    with session_conf(spark, {INPUT_READER: "spark"}):
+        assert not reads_by_arrow(spark, locations, 1)
+
+
+def test_the_arrow_reader_is_for_many_small_files(spark):
+    files = [f"/lake/addresses/svc.{k}/part-0.parquet" for k in range(ARROW_READ_FILES)]
+    small, large = len(files) * ARROW_FILE_ROWS, len(files) * ARROW_FILE_ROWS + 1
+    assert reads_by_arrow(spark, files, small)
+    assert not reads_by_arrow(spark, files, large)
+    assert not reads_by_arrow(spark, files, None)  # statistics without counts
+    assert not reads_by_arrow(spark, files[1:], 1)
 
 
 def test_a_batch_knows_its_size_from_its_slices(spark, tmp_path):

@@ -38,10 +38,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from functools import cache, lru_cache
+from functools import cache, lru_cache, partial
 from itertools import groupby
 from pathlib import PurePath
 from typing import ClassVar
+from urllib.parse import unquote
 
 import pyarrow as pa
 from deltalake.exceptions import DeltaError
@@ -51,7 +52,7 @@ from pyspark.sql import Column, DataFrame, DataFrameReader, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.classic.column import Column as ClassicColumn
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -301,11 +302,12 @@ def read_events(spark: SparkSession, slices: Sequence[Row]) -> DataFrame:
             )
         else:
             found = found.drop(_FOLDER)
-        rows = (
-            parquet_files(spark.read.schema(StructType.fromJson(json.loads(schema))), locations)
-            .withColumns(position)
-            .join(F.broadcast(found), list(key))
-        )
+        read_schema = StructType.fromJson(json.loads(schema))
+        if reads_by_arrow(spark, locations, batch_rows(pieces)):
+            read = arrow_files(spark, read_schema, locations, folder=_FOLDER in key)
+        else:
+            read = parquet_files(spark.read.schema(read_schema), locations).withColumns(position)
+        rows = read.join(F.broadcast(found), list(key))
         events = normalise_tables(rows, kind, keep=(_AFTER, _UPTO), checks=checks)
         time = F.unix_micros(F.col(KINDS[kind].time_column))
         after = F.col(_AFTER)
@@ -330,6 +332,118 @@ def parquet_files(reader: DataFrameReader, locations: Sequence[str]) -> DataFram
     assert jvm is not None  # a reader exists: so does the gateway
     paths = jvm.java.util.regex.Pattern.compile("\x00").split("\x00".join(locations))
     return reader._df(reader._jreader.parquet(paths))
+
+
+INPUT_READER = "spark.routing.inputReader"
+"""The session setting that picks the reader of a batch's input files: ``auto`` (the
+default: :func:`arrow_files` for a read of many small local files, :data:`ARROW_READ_FILES`
+and :data:`ARROW_FILE_ROWS`; Spark's Parquet reader otherwise), ``arrow``
+(:func:`arrow_files` whenever the files are local) or ``spark`` (Spark's Parquet reader,
+the plain path)."""
+ARROW_READ_FILES = 256
+"""Files of one read from which ``auto`` reads them with pyarrow: one address table a
+file, Spark's reader costs about 1 ms a file warm and 3 ms cold (a ``JobConf`` copied,
+the footer read, the read schema parsed), pyarrow's well under it (docs/PERFORMANCE.md);
+a few files read as fast by Spark's, without Python workers."""
+ARROW_FILE_ROWS = 10_000
+"""Rows a file holds at most on average (their statistics) for ``auto`` to read them with
+pyarrow: the cost it saves is a file's, and large files' rows are read faster by Spark's
+own vectorised reader than handed over from Python."""
+
+
+def reads_by_arrow(spark: SparkSession, locations: Sequence[str], rows: int | None) -> bool:
+    """Whether the files at ``locations``, ``rows`` rows in all (None: unknown), are read by
+    :func:`arrow_files` (:data:`INPUT_READER`): only files of the local file system, which
+    pyarrow opens as Spark does."""
+    reader = spark.conf.get(INPUT_READER, "auto")
+    if reader == "spark":
+        return False
+    many_small = len(locations) >= ARROW_READ_FILES and (
+        rows is not None and rows <= len(locations) * ARROW_FILE_ROWS
+    )
+    if reader == "auto" and not many_small:
+        return False
+    return all(_local_path(location) is not None for location in locations)
+
+
+def _local_path(location: str) -> str | None:
+    """``location``'s path in the local file system (None: a URI of another file system)."""
+    scheme, colon, rest = location.partition(":")
+    if not colon or len(scheme) < 2:  # a plain path (a Windows drive letter too)
+        return location
+    if scheme != "file":
+        return None
+    return unquote(rest[2:] if rest.startswith("//") else rest)
+
+
+def arrow_files(
+    spark: SparkSession, schema: StructType, locations: Sequence[str], *, folder: bool
+) -> DataFrame:
+    """The rows of the Parquet files at ``locations`` (local) in ``schema``, as Spark's
+    reader gives them, with each row's file name and index in it (and its file's folder's
+    name with ``folder``): read by pyarrow in Python workers, the files spread over the
+    session's default parallelism.
+
+    A column is found by name, as Spark's reader finds it (case aside); a file without one
+    of ``schema``'s columns gives nulls, and a column of another type is cast to the
+    schema's (a cast that would lose values fails the batch, as Spark's reader fails on a
+    column it cannot convert)."""
+    extra = [StructField(_FILE_NAME, StringType()), StructField(POSITION["row"], LongType(), False)]
+    if folder:
+        extra.append(StructField(_FOLDER, StringType()))
+    out = StructType([*schema.fields, *extra])
+    files = local_frame(
+        spark,
+        [(_local_path(location),) for location in locations],
+        StructType([StructField("path", StringType())]),
+    )
+    parallelism = max(1, min(len(locations), spark.sparkContext.defaultParallelism))
+    read = partial(_read_files, to_arrow_schema(out, timezone="UTC"), folder)
+    return files.repartition(parallelism).mapInArrow(read, out)
+
+
+def _read_files(
+    out: pa.Schema, folder: bool, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """:func:`arrow_files`' work in a Python worker: each file's rows in ``out``."""
+    import pyarrow.parquet as pq
+
+    columns = out.names[: len(out) - (3 if folder else 2)]
+    for batch in batches:
+        for path in batch.column(0).to_pylist():
+            file = pq.ParquetFile(path)
+            present = {name.lower(): name for name in file.schema_arrow.names}
+            read = [present[c.lower()] for c in columns if c.lower() in present]
+            where = PurePath(path)
+            start = 0
+            for rows in file.iter_batches(batch_size=ARROW_BATCH_ROWS, columns=read):
+                n = rows.num_rows
+                arrays = [
+                    _column(rows, present.get(name.lower()), out.field(name).type, n)
+                    for name in columns
+                ]
+                arrays += [_repeated(where.name, n), pa.array(range(start, start + n), pa.int64())]
+                if folder:
+                    arrays.append(_repeated(where.parent.name, n))
+                start += n
+                yield pa.RecordBatch.from_arrays(arrays, schema=out)
+
+
+ARROW_BATCH_ROWS = 10_000
+"""Rows of a file :func:`arrow_files` hands to Spark at a time (as
+``spark.sql.execution.arrow.maxRecordsPerBatch``)."""
+
+
+def _repeated(text: str, n: int) -> pa.Array:
+    return pa.repeat(pa.scalar(text, pa.string()), n)
+
+
+def _column(rows: pa.RecordBatch, name: str | None, kind: pa.DataType, n: int) -> pa.Array:
+    """The column ``name`` of ``rows`` as ``kind`` (None: the file has none, all null)."""
+    if name is None:
+        return pa.nulls(n, kind)
+    column = rows.column(name)
+    return column if column.type == kind else column.cast(kind)
 
 
 # --------------------------------------------------------------------------------------
