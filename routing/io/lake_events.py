@@ -392,10 +392,14 @@ def arrow_files(
     if folder:
         extra.append(StructField(_FOLDER, StringType()))
     out = StructType([*schema.fields, *extra])
+    # each file's name and folder as the slices name them (read_events' ``found``)
     files = local_frame(
         spark,
-        [(_local_path(location),) for location in locations],
-        StructType([StructField("path", StringType())]),
+        [
+            (_local_path(location), PurePath(location).name, PurePath(location).parent.name)
+            for location in locations
+        ],
+        StructType([StructField(name, StringType()) for name in ("path", "name", "folder")]),
     )
     parallelism = max(1, min(len(locations), spark.sparkContext.defaultParallelism))
     read = partial(_read_files, to_arrow_schema(out, timezone="UTC"), folder)
@@ -410,21 +414,20 @@ def _read_files(
 
     columns = out.names[: len(out) - (3 if folder else 2)]
     for batch in batches:
-        for path in batch.column(0).to_pylist():
+        for path, name, parent in zip(*(c.to_pylist() for c in batch.columns), strict=True):
             file = pq.ParquetFile(path)
-            present = {name.lower(): name for name in file.schema_arrow.names}
+            present = {column.lower(): column for column in file.schema_arrow.names}
             read = [present[c.lower()] for c in columns if c.lower() in present]
-            where = PurePath(path)
             start = 0
             for rows in file.iter_batches(batch_size=ARROW_BATCH_ROWS, columns=read):
                 n = rows.num_rows
                 arrays = [
-                    _column(rows, present.get(name.lower()), out.field(name).type, n)
-                    for name in columns
+                    _column(rows, present.get(column.lower()), out.field(column).type, n)
+                    for column in columns
                 ]
-                arrays += [_repeated(where.name, n), pa.array(range(start, start + n), pa.int64())]
+                arrays += [_repeated(name, n), pa.array(range(start, start + n), pa.int64())]
                 if folder:
-                    arrays.append(_repeated(where.parent.name, n))
+                    arrays.append(_repeated(parent, n))
                 start += n
                 yield pa.RecordBatch.from_arrays(arrays, schema=out)
 
