@@ -179,7 +179,7 @@ def _replay(
         verbose=args.verbose,
         err=err,
         log_file=log_file,
-        short_run=short_run(lake, logs),
+        short_run=lambda: short_run(lake, logs),
     ) as (session, log_file):
         started = time.perf_counter()
         try:

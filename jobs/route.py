@@ -425,7 +425,7 @@ def main(
             verbose=args.verbose,
             err=err,
             log_file=log_file,
-            short_run=short_run,
+            short_run=lambda: short_run,
         ) as (session, log_file),
     ):
         try:
