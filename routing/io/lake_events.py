@@ -274,8 +274,7 @@ def read_events(spark: SparkSession, slices: Sequence[Row]) -> DataFrame:
             spark,
             [
                 (
-                    PurePath(p.location).parent.name,
-                    PurePath(p.location).name,
+                    *_folder_and_name(p.location),
                     p.source,
                     layout.address_of_source(p.source),
                     p.version,
@@ -392,38 +391,44 @@ def arrow_files(
     if folder:
         extra.append(StructField(_FOLDER, StringType()))
     out = StructType([*schema.fields, *extra])
-    # each file's name and folder as the slices name them (read_events' ``found``)
+    # each file's folder and name as the slices name them, for the slices' join
     files = local_frame(
         spark,
-        [
-            (_local_path(location), PurePath(location).name, PurePath(location).parent.name)
-            for location in locations
-        ],
-        StructType([StructField(name, StringType()) for name in ("path", "name", "folder")]),
+        [(_local_path(location), *_folder_and_name(location)) for location in locations],
+        StructType([StructField(name, StringType()) for name in ("path", "folder", "name")]),
     )
     parallelism = max(1, min(len(locations), spark.sparkContext.defaultParallelism))
-    read = partial(_read_files, to_arrow_schema(out, timezone="UTC"), folder)
+    read = partial(_read_files, to_arrow_schema(out, timezone="UTC"), schema.names, folder)
     return files.repartition(parallelism).mapInArrow(read, out)
 
 
+def _folder_and_name(location: str) -> tuple[str, str]:
+    """The names a data file at ``location`` is known by in a read (:func:`slice_key`):
+    its folder's and its own."""
+    path = PurePath(location)
+    return path.parent.name, path.name
+
+
 def _read_files(
-    out: pa.Schema, folder: bool, batches: Iterator[pa.RecordBatch]
+    out: pa.Schema, columns: Sequence[str], folder: bool, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
-    """:func:`arrow_files`' work in a Python worker: each file's rows in ``out``."""
+    """:func:`arrow_files`' work in a Python worker: each file's rows in ``out``, whose
+    first fields are the table's ``columns``."""
     import pyarrow.parquet as pq
 
-    columns = out.names[: len(out) - (3 if folder else 2)]
+    kinds = [out.field(column).type for column in columns]
     for batch in batches:
-        for path, name, parent in zip(*(c.to_pylist() for c in batch.columns), strict=True):
+        for path, parent, name in zip(*(c.to_pylist() for c in batch.columns), strict=True):
             file = pq.ParquetFile(path)
             present = {column.lower(): column for column in file.schema_arrow.names}
-            read = [present[c.lower()] for c in columns if c.lower() in present]
+            found = [present.get(column.lower()) for column in columns]  # None: not in the file
+            read = [column for column in found if column is not None]
             start = 0
             for rows in file.iter_batches(batch_size=ARROW_BATCH_ROWS, columns=read):
                 n = rows.num_rows
                 arrays = [
-                    _column(rows, present.get(column.lower()), out.field(column).type, n)
-                    for column in columns
+                    _column(rows, column, kind, n)
+                    for column, kind in zip(found, kinds, strict=True)
                 ]
                 arrays += [_repeated(name, n), pa.array(range(start, start + n), pa.int64())]
                 if folder:
