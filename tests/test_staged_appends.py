@@ -7,8 +7,9 @@ import json
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from chispa import assert_df_equality
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import DataFrame, SparkSession
 
 from routing.broker import layout
@@ -123,9 +124,48 @@ def test_a_staged_batch_written_again_writes_nothing_twice(spark, tmp_path, monk
     orders = lake.address_table("orders")
     # looked before batch 1 (version 0): its commit came since
     due = appender.commit(
-        spark._jsparkSession, staged, "addresses/orders", orders, options, False, 0
+        spark._jsparkSession, staged, "addresses/orders", orders, options, False, 0, True
     )
     assert due == SKIPPED
     staged.close(spark._jsparkSession)
     assert table(spark, lake, "orders").count() == 6
     assert not any(Path(root).rglob("*.parquet"))
+
+
+def has_checksum(location: str, version: int) -> bool:
+    return (Path(location) / "_delta_log" / f"{version:020d}.crc").is_file()
+
+
+@pytest.mark.parametrize("staged", [True, False], ids=["staged", "own-append"])
+@pytest.mark.parametrize("shared", [True, False], ids=["shared", "plain"])
+def test_a_copy_after_a_producers_commit_leaves_no_checksum_as_the_producer_did(
+    spark, tmp_path, monkeypatch, staged, shared
+):
+    """A producer writing through delta-rs leaves its version without a checksum file. The
+    job's next commit to that address table leaves none either (``ADDRESS_TABLES_SHARED``;
+    Delta's own commit derives one from the table's state), and so does the one after it;
+    the tables only the job wrote keep theirs. Every row is there, read by Delta and by
+    delta-rs, and each commit is the batch's app transaction."""
+    monkeypatch.setattr(storage, "ADDRESS_TABLES_SHARED", shared)
+    lake = Lake.at(tmp_path / "lake")
+    write(spark, lake, range(1), staged=staged, monkeypatch=monkeypatch)
+    produced = ("orders", "audit")
+    for address in produced:  # a producer's row, with the columns the table has
+        location = lake.address_table(address)
+        row = DeltaTable(location).to_pyarrow_table().slice(0, 1)
+        write_deltalake(
+            location, row.set_column(0, "message_id", pa.array([7], pa.int64())), mode="append"
+        )
+        assert not has_checksum(location, 1)
+
+    write(spark, lake, range(1, 3), staged=staged, monkeypatch=monkeypatch)
+
+    for address in ADDRESSES:
+        location = lake.address_table(address)
+        by_producer = address in produced
+        rows = 9 + by_producer
+        assert table(spark, lake, address).count() == rows
+        assert DeltaTable(location).to_pyarrow_table().num_rows == rows
+        assert transaction_version(location, APP) == 2
+        versions = (2, 3) if by_producer else (1, 2)  # the job's commits of batches 1, 2
+        assert [has_checksum(location, v) for v in versions] == [not (shared and by_producer)] * 2

@@ -820,7 +820,7 @@ def test_an_app_transaction_committed_since_the_writer_looked_is_not_committed_a
     appender = jvm_class(spark, APP_TRANSACTION_APPEND)
     options = {"txnAppId": APP, "txnVersion": "0"}
     # looked before the table existed (-1): version 0 came since, with the transaction
-    appender.append(spark._jsparkSession, rows._jdf, location, options, [], False, -1)
+    appender.append(spark._jsparkSession, rows._jdf, location, options, [], False, -1, False)
     assert spark.read.format("delta").load(location).count() == 1
     assert table_version(location) == 0
 

@@ -130,6 +130,16 @@ STAGED_ADDRESS_APPENDS = True
 time: 40 tables took 3.6 s of a 6 s append, one job 0.5 s (docs/PERFORMANCE.md). False:
 every table by an append of its own (:func:`append`), the plain path the suite also runs."""
 
+ADDRESS_TABLES_SHARED = True
+"""Whether the job's commits to address tables, which producers write too, write no
+checksum file after a version without one, as a producer's commit through delta-rs leaves
+it (``AppTransactionAppend.JobTransaction``). Delta derives a commit's checksum from the
+previous version's, or without one from that snapshot's state, rebuilt in the commit: a
+Spark job and its planning, 0.3-0.5 s of a small batch for each address table a producer
+wrote since the job's last commit there. False: Delta's commit as it is (the plain path
+the suite also runs). The job's own tables always get one: their reads through Delta
+start from it."""
+
 STAGED_COMMITS = 16
 """Staged commits (:func:`append_staged`) made at once. Without a Spark job each is a wait
 on the file system and the log more than work: 40 tables created by staged commits took
@@ -358,6 +368,7 @@ def append(
     checkpoints: LogCheckpoints | None = None,
     logs: TableLogs | None = None,
     statistics: Sequence[str] | None = None,
+    shared: bool = False,
 ) -> bool:
     """Append ``rows`` to the Delta table at ``location`` (created if missing, with a
     checkpoint every :data:`CHECKPOINT_INTERVAL` commits and the file statistics of
@@ -382,6 +393,10 @@ def append(
     :param statistics: the columns whose statistics a table this append creates keeps,
         those of them ``rows`` has (a producer's table may lack the optional ones); None
         or none of them: Delta's default.
+    :param shared: the table is one other writers write too (an address table): through
+        :data:`APP_TRANSACTION_APPEND`, a commit after a version without a checksum file
+        (a producer's through delta-rs) writes none either, rather than rebuilding the
+        table's state in the commit to derive one (docs/DESIGN.md).
     :return: False when the app transaction was committed already (nothing written);
         through Delta's own writer, always True (it skips such a commit silently).
     """
@@ -415,6 +430,7 @@ def append(
         list(partition_by),
         checkpoints is not None,
         checked,
+        shared,
     )
     if checkpoints is not None and due >= 0:
         checkpoints.due(location, due)
@@ -583,6 +599,7 @@ def append_kept(
             checkpoints=checkpoints,
             logs=logs,
             statistics=statistics_columns(table),
+            shared=ADDRESS_TABLES_SHARED and layout.is_address_source(table),
         )
 
     counts = kept.totals
@@ -679,6 +696,7 @@ def append_staged(
             joptions,
             checkpoints is not None,
             checked[table],
+            ADDRESS_TABLES_SHARED,
         )
         if due == NOT_STAGED:
             return plain(table)

@@ -181,7 +181,8 @@ public final class StagedAppends {
   /**
    * Commit the files staged for {@code table} to the Delta table at {@code path}, as one
    * append: the app transaction ({@code txnAppId}, {@code txnVersion} of {@code options}) is
-   * checked and committed as {@link AppTransactionAppend#append} does.
+   * checked and committed as {@link AppTransactionAppend#append} does, as is {@code
+   * sharedTable}.
    *
    * @return as {@link AppTransactionAppend#append}; {@link #NOT_STAGED} when the table cannot
    *     take the files (they are deleted: append its rows the plain way)
@@ -193,7 +194,8 @@ public final class StagedAppends {
       String path,
       Map<String, String> options,
       boolean deferCheckpoint,
-      long checkedVersion) {
+      long checkedVersion,
+      boolean sharedTable) {
     List<AddFile> files = Objects.requireNonNullElse(staged.files.remove(table), List.of());
     DeltaLog log = DeltaLog.forTable(spark, path);
     Snapshot snapshot = log.update(false, Option.empty(), Option.empty());
@@ -201,9 +203,8 @@ public final class StagedAppends {
       snapshot = staged.newTable(log, snapshot);
     }
     OptimisticTransaction txn =
-        deferCheckpoint
-            ? new AppTransactionAppend.CheckpointDeferred(log, Option.apply(snapshot))
-            : log.startTransaction(Option.empty(), Option.apply(snapshot));
+        new AppTransactionAppend.JobTransaction(
+            log, Option.apply(snapshot), deferCheckpoint, sharedTable);
     FileSystem fs;
     try {
       fs = log.dataPath().getFileSystem(log.newDeltaHadoopConf());
