@@ -489,21 +489,29 @@ def test_a_small_producer_id_table_is_read_once_into_memory(spark, tmp_path):
     assert taken_ids(taken) == [1, 2, 3, 4]
 
 
-def test_a_new_process_reads_the_producer_ids_of_the_tables_latest_version(spark, tmp_path):
-    """Compacted, and with an id deleted through a deletion vector (another writer's)."""
+@pytest.mark.parametrize("from_files", [True, False], ids=["files", "delta"])
+def test_a_new_process_reads_the_producer_ids_of_the_tables_latest_version(
+    spark, tmp_path, monkeypatch, from_files
+):
+    """Compacted, with another writer's id, then with an id deleted through a deletion
+    vector: read from the files the log names while they hold the table's rows alone
+    (``PRODUCER_IDS_FROM_FILES``), through Delta once they do not, or with the switch off."""
     from delta.tables import DeltaTable as SparkTable
 
+    monkeypatch.setattr("routing.io.storage.PRODUCER_IDS_FROM_FILES", from_files)
     lake = Lake.at(tmp_path / "lake")
     storage = DeltaStorage(lake)
     for batch, ids in enumerate([(1, 2), (3,), (4, 5)]):
         write_batch(spark, storage, batch, [], producer_ids=ids)
     SparkTable.forPath(spark, lake.producer_ids).optimize().executeCompaction()
+    append(lake.producer_ids, [{"message_id": 9, "batch_id": 2}], schemas.PRODUCER_ID)
+
+    assert taken_ids(DeltaStorage(lake).taken(spark, 3)) == [1, 2, 3, 4, 5, 9]  # a new process
+
     enable_deletion_vectors(spark, lake.producer_ids)
     SparkTable.forPath(spark, lake.producer_ids).delete("message_id = 4")
 
-    taken = DeltaStorage(lake).taken(spark, 3)  # the next process's
-
-    assert taken_ids(taken) == [1, 2, 3, 5]
+    assert taken_ids(DeltaStorage(lake).taken(spark, 3)) == [1, 2, 3, 5, 9]
 
 
 def test_the_batch_that_creates_the_producer_id_table_carries_its_ids(spark, tmp_path):

@@ -275,6 +275,12 @@ class TableLogs:
             location, lambda table: _partition(table, column, value, earliest), no_table
         )
 
+    def files(self, location: str, version: int) -> VersionFiles:
+        """The table's data files at ``version`` (:class:`VersionFiles`; version -1 and none:
+        no table)."""
+        no_table = VersionFiles(-1, (), 0, plain=True)
+        return self._ask(location, lambda table: _version_files(table, location, version), no_table)
+
     def _ask(self, location: str, question: Callable[[DeltaTable], _T], no_table: _T) -> _T:
         with self._lock:
             lock = self._locks.setdefault(location, threading.Lock())
@@ -287,6 +293,37 @@ class TableLogs:
             else:
                 table.update_incremental()
             return question(table)
+
+
+@dataclass(frozen=True)
+class VersionFiles:
+    """The data files of a table's version, as its log names them."""
+
+    version: int
+    paths: tuple[str, ...]
+    """Each file's path: the table's location joined to the path its log gives."""
+    rows: int | None
+    """Their rows, from their statistics (None: a file has none)."""
+    plain: bool
+    """The files alone hold the version's rows: the table needs no reader feature (reader
+    version 1: no deletion vectors, no column mapping)."""
+
+
+def _version_files(table: DeltaTable, location: str, version: int) -> VersionFiles:
+    if table.version() != version:
+        table = DeltaTable(location, version=version)
+    adds = pa.table(table.get_add_actions(flatten=True))
+    records = adds.column("num_records") if "num_records" in adds.column_names else None
+    if records is None:
+        rows = None if adds.num_rows else 0
+    else:
+        rows = None if records.null_count else sum(records.to_pylist())
+    root = location.rstrip("/")
+    paths = tuple(
+        path if "://" in path or path.startswith("/") else f"{root}/{path}"
+        for path in adds.column("path").to_pylist()
+    )
+    return VersionFiles(version, paths, rows, plain=table.protocol().min_reader_version == 1)
 
 
 @dataclass(frozen=True)

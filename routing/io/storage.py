@@ -51,7 +51,6 @@ from routing.io.delta_tables import (
     commit_file,
     commit_rows,
     is_table,
-    row_count,
     version_before_app_commit,
 )
 from routing.io.jvm import java_map, jvm_class
@@ -72,6 +71,15 @@ TABLE = "_table"
 COMPACT_PRODUCER_IDS_AT = 64
 """Files in ``_state/producer_ids`` (about one per batch) past which it is compacted
 (``OPTIMIZE``): a long run must not make every batch open thousands of small files."""
+
+PRODUCER_IDS_FROM_FILES = True
+"""Whether a process reads the producer ids it keeps in memory (:data:`KEPT_PRODUCER_IDS`)
+from the files the table's log names (:func:`read_files`), rather than through Delta, whose
+first scan of each version rebuilds the snapshot's state (Spark jobs and their planning, in
+the first batch of every run: docs/PERFORMANCE.md). Not from a table with deletion vectors
+or column mapping, whose files alone do not hold its rows. False: through Delta, the plain
+path the suite also runs. The PENDING rows are read through Delta: a batch that updates one
+MERGEs into that snapshot, which then builds its state anyway."""
 
 CARRIED_PENDING_ROWS = 100_000
 """PENDING rows up to which a batch hands the next one its queues' PENDING rows in memory
@@ -265,6 +273,21 @@ def read_table(
     if version is not None:
         reader = reader.option("versionAsOf", version)
     return conform(reader.load(location), schema)
+
+
+def read_files(spark: SparkSession, paths: Sequence[str], schema: pa.Schema) -> DataFrame:
+    """The rows of the Parquet files at ``paths`` with ``schema`` (:func:`conform`): a
+    version of a table without reader features read without Delta
+    (:class:`routing.io.delta_tables.VersionFiles`).
+
+    Example::
+
+        files = TableLogs().files(lake.producer_ids, version)
+        ids = read_files(spark, files.paths, schemas.PRODUCER_ID)
+    """
+    if not paths:
+        return local_frame(spark, [], schemas.spark_schema(schema))
+    return conform(spark.read.schema(schemas.spark_schema(schema)).parquet(*paths), schema)
 
 
 def route_app_id(lake: Lake) -> str | None:
@@ -1022,11 +1045,12 @@ class DeltaStorage:
         Rows of ``batch_id`` itself are left out: a batch replayed after a crash may find
         them. The batch id is data, not a literal (:func:`routing.plan.batch.batch_values`).
 
-        The table is read through Delta at its version (pinned; kept in memory when it
-        holds at most :data:`KEPT_PRODUCER_IDS` ids), and the ids later batches append are
-        added in memory (:meth:`_carry_ids`), while the table is at the version their
-        commits made. Reading each new version through Delta rebuilt its snapshot's state
-        first, Spark jobs a small batch paid every time (docs/DESIGN.md).
+        The table is read at its version (pinned): kept in memory when it holds at most
+        :data:`KEPT_PRODUCER_IDS` ids, read then from the files its log names
+        (:data:`PRODUCER_IDS_FROM_FILES`), through Delta otherwise. The ids later batches
+        append are added in memory (:meth:`_carry_ids`), while the table is at the version
+        their commits made. Reading each new version through Delta rebuilt its snapshot's
+        state first, Spark jobs a small batch paid every time (docs/DESIGN.md).
         """
         from delta.tables import DeltaTable
 
@@ -1038,15 +1062,18 @@ class DeltaStorage:
         version = self._logs.version(location)
         if self._ids is None or self._ids.version != version:
             self._drop_ids()
-            base = (
-                spark.read.format("delta")
-                .option("versionAsOf", version)
-                .load(location)
-                .select(*schemas.PRODUCER_ID.names)
-            )
+            files = self._logs.files(location, version)
+            kept = files.rows is not None and files.rows <= KEPT_PRODUCER_IDS
+            if kept and PRODUCER_IDS_FROM_FILES and files.plain:
+                base = read_files(spark, files.paths, schemas.PRODUCER_ID)
+            else:
+                base = (
+                    spark.read.format("delta")
+                    .option("versionAsOf", version)
+                    .load(location)
+                    .select(*schemas.PRODUCER_ID.names)
+                )
             scratch = Scratch()
-            rows = row_count(location, version)
-            kept = rows is not None and rows <= KEPT_PRODUCER_IDS
             if kept:
                 # read once: each batch's plan over a Delta scan filtered the snapshot's
                 # files again (a Spark job and Delta's planning, about 0.1 s a batch)
