@@ -193,10 +193,15 @@ def file_count(location: str) -> int:
 def row_count(location: str, version: int | None = None) -> int | None:
     """Rows of the table at ``version`` (default the latest), from its files' statistics
     (None: a file has none)."""
-    counts = pa.table(DeltaTable(location, version=version).get_add_actions(flatten=True))
-    if "num_records" not in counts.column_names:
-        return None if counts.num_rows else 0
-    records = counts.column("num_records")
+    return _records(pa.table(DeltaTable(location, version=version).get_add_actions(flatten=True)))
+
+
+def _records(adds: pa.Table) -> int | None:
+    """The rows of the files of ``adds`` (a version's add actions, flattened), from their
+    statistics (None: a file has none)."""
+    if "num_records" not in adds.column_names:
+        return None if adds.num_rows else 0
+    records = adds.column("num_records")
     return None if records.null_count else sum(records.to_pylist())
 
 
@@ -313,17 +318,13 @@ def _version_files(table: DeltaTable, location: str, version: int) -> VersionFil
     if table.version() != version:
         table = DeltaTable(location, version=version)
     adds = pa.table(table.get_add_actions(flatten=True))
-    records = adds.column("num_records") if "num_records" in adds.column_names else None
-    if records is None:
-        rows = None if adds.num_rows else 0
-    else:
-        rows = None if records.null_count else sum(records.to_pylist())
     root = location.rstrip("/")
     paths = tuple(
         path if "://" in path or path.startswith("/") else f"{root}/{path}"
         for path in adds.column("path").to_pylist()
     )
-    return VersionFiles(version, paths, rows, plain=table.protocol().min_reader_version == 1)
+    plain = table.protocol().min_reader_version == 1
+    return VersionFiles(version, paths, _records(adds), plain=plain)
 
 
 @dataclass(frozen=True)
