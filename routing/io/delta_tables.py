@@ -281,9 +281,8 @@ class TableLogs:
         )
 
     def files(self, location: str, version: int) -> VersionFiles:
-        """The table's data files at ``version`` (:class:`VersionFiles`; version -1 and none:
-        no table)."""
-        no_table = VersionFiles(-1, (), 0, plain=True)
+        """The table's data files at ``version`` (:class:`VersionFiles`; none: no table)."""
+        no_table = VersionFiles((), 0, plain=True)
         return self._ask(location, lambda table: _version_files(table, location, version), no_table)
 
     def _ask(self, location: str, question: Callable[[DeltaTable], _T], no_table: _T) -> _T:
@@ -304,7 +303,6 @@ class TableLogs:
 class VersionFiles:
     """The data files of a table's version, as its log names them."""
 
-    version: int
     paths: tuple[str, ...]
     """Each file's path: the table's location joined to the path its log gives."""
     rows: int | None
@@ -324,7 +322,7 @@ def _version_files(table: DeltaTable, location: str, version: int) -> VersionFil
         for path in adds.column("path").to_pylist()
     )
     plain = table.protocol().min_reader_version == 1
-    return VersionFiles(version, paths, _records(adds), plain=plain)
+    return VersionFiles(paths, _records(adds), plain=plain)
 
 
 @dataclass(frozen=True)
