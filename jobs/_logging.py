@@ -14,6 +14,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
@@ -117,6 +118,36 @@ def terminate_as_interrupt() -> AbstractContextManager[None]:
     ``KeyboardInterrupt``: a run that ``kill`` or systemd stops ends its query and says so
     in one line, as one stopped by Ctrl-C, not silently by Python's default action."""
     return signals_handled(_terminated, signal.SIGTERM)
+
+
+@dataclass
+class StopSignal:
+    """The first stop signal (SIGTERM, SIGINT) a run received, recorded by its handler and
+    acted on where the run can stop cleanly.
+
+    Raised as an exception inside the handler, it lands in the middle of a py4j call (the
+    main thread of a streaming run waits in one): py4j then shuts down that connection and
+    the idle ones to the JVM, and on a loaded machine the run could fail on a closed one
+    ("Answer from Java side is empty") instead of stopping."""
+
+    signum: int | None = None
+
+    def record(self, signum: int, frame: FrameType | None) -> None:
+        if self.signum is None:
+            self.signum = signum
+
+    @property
+    def received(self) -> bool:
+        return self.signum is not None
+
+    def interruption(self) -> KeyboardInterrupt:
+        """What a run stopped by it raises: :class:`Terminated` for SIGTERM, else
+        ``KeyboardInterrupt``, as :func:`interrupted` tells them apart."""
+        return Terminated() if self.signum == signal.SIGTERM else KeyboardInterrupt()
+
+    def handled(self) -> AbstractContextManager[None]:
+        """Inside, SIGTERM and SIGINT are recorded, not raised."""
+        return signals_handled(self.record, signal.SIGTERM, signal.SIGINT)
 
 
 def interrupted(err: TextIO, stop: KeyboardInterrupt) -> int:

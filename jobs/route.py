@@ -16,12 +16,10 @@ from __future__ import annotations
 import argparse
 import itertools
 import logging
-import signal
 import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -30,12 +28,11 @@ from deltalake.exceptions import DeltaError
 from pyspark.sql import DataFrame, Row, SparkSession
 
 from jobs._logging import (
+    StopSignal,
     configure,
     interrupted,
     one_line,
-    signals_handled,
     take_lake,
-    terminate_as_interrupt,
     where_detail,
 )
 from jobs._session import job_session
@@ -308,9 +305,11 @@ def run(
     lake: Lake,
     topology: Topology,
     out: TextIO,
+    stop: StopSignal,
     as_of: int | None = None,
 ) -> int:
-    """Run the query over ``lake`` until it is done (``--available-now``) or stopped.
+    """Run the query over ``lake`` until it is done (``--available-now``) or ``stop`` is
+    received.
 
     A query that fails for a :data:`TRANSIENT` reason is started again from its checkpoint,
     as a restarted job would be (at most :data:`RESTARTS` times): the batches it committed
@@ -322,7 +321,7 @@ def run(
     progress = Progress(out)
     for restart in itertools.count():
         try:
-            _run_query(args, BatchRunner(spark, lake, topology, as_of, progress))
+            _run_query(args, BatchRunner(spark, lake, topology, as_of, progress), stop)
             break
         except Exception as error:
             reason = transient(error)
@@ -339,8 +338,10 @@ def run(
     return 0
 
 
-def _run_query(args: argparse.Namespace, runner: BatchRunner) -> None:
-    """Start the query, wait until it is done or stopped (SIGTERM, SIGINT), then stop it."""
+def _run_query(args: argparse.Namespace, runner: BatchRunner, stop: StopSignal) -> None:
+    """Start the query, wait until it is done or ``stop`` is received, then stop it: a
+    continuous job ends its running batch first; an ``--available-now`` run stops at once
+    and raises the signal's interruption (the next run does that batch again)."""
     options = stream_options(as_of=runner.as_of, max_events_per_trigger=args.max_events_per_trigger)
     writer = (
         stream(runner.spark, runner.lake.root, options)
@@ -352,28 +353,21 @@ def _run_query(args: argparse.Namespace, runner: BatchRunner) -> None:
         if args.available_now
         else writer.trigger(processingTime=args.trigger)
     )
-    stop = threading.Event()
-    # a continuous job ends its running batch first; an --available-now run stops at once
-    # (main: terminate_as_interrupt)
-    signals = (
-        nullcontext()
-        if args.available_now
-        else signals_handled(lambda *_: stop.set(), signal.SIGTERM, signal.SIGINT)
-    )
-    with signals:
-        query = writer.start()
-        try:
-            while query.isActive and not stop.is_set():
-                query.awaitTermination(0.5)  # type: ignore[arg-type]  # seconds; pyspark takes a float
-            if stop.is_set():
-                # stop cleanly: let the running micro-batch finish, then stop before the next
+    query = writer.start()
+    try:
+        while query.isActive and not stop.received:
+            query.awaitTermination(0.5)  # type: ignore[arg-type]  # seconds; pyspark takes a float
+        if stop.received:
+            if not args.available_now:
                 runner.idle.wait()
-                query.stop()
-            query.awaitTermination()
-        finally:
-            if query.isActive:
-                query.stop()
-            runner.storage.close()
+            query.stop()
+            if args.available_now:
+                raise stop.interruption()
+        query.awaitTermination()
+    finally:
+        if query.isActive:
+            query.stop()
+        runner.storage.close()
 
 
 def main(
@@ -428,11 +422,12 @@ def main(
             short_run=lambda: short_run,
         ) as (session, log_file),
     ):
+        stop = StopSignal()
         try:
-            with terminate_as_interrupt():
-                return run(args, session, lake, Topology(config), out, as_of)
-        except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM inside an --available-now run
-            return interrupted(err, stop)
+            with stop.handled():
+                return run(args, session, lake, Topology(config), out, stop, as_of)
+        except KeyboardInterrupt as stopped:  # Ctrl-C or SIGTERM inside an --available-now run
+            return interrupted(err, stopped)
         except Exception as error:  # a failed batch or an unreadable table: say what, exit 1
             print(f"job failed: {one_line(error)}{where_detail(log_file)}", file=err)
             log.debug("job failed", exc_info=error)
