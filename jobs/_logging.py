@@ -88,11 +88,7 @@ def _without_ours(logger: logging.Logger) -> logging.Logger:
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM while a run works (:func:`terminate_as_interrupt`): it stops as Ctrl-C stops it."""
-
-
-def _terminated(signum: int, frame: FrameType | None) -> None:
-    raise Terminated
+    """SIGTERM while a run works (:class:`StopSignal`): it stops as Ctrl-C stops it."""
 
 
 @contextmanager
@@ -113,22 +109,16 @@ def signals_handled(
             signal.signal(signum, before)
 
 
-def terminate_as_interrupt() -> AbstractContextManager[None]:
-    """Inside, SIGTERM raises :class:`Terminated` in the main thread, as SIGINT raises
-    ``KeyboardInterrupt``: a run that ``kill`` or systemd stops ends its query and says so
-    in one line, as one stopped by Ctrl-C, not silently by Python's default action."""
-    return signals_handled(_terminated, signal.SIGTERM)
-
-
 @dataclass
 class StopSignal:
     """The first stop signal (SIGTERM, SIGINT) a run received, recorded by its handler and
     acted on where the run can stop cleanly.
 
-    Raised as an exception inside the handler, it lands in the middle of a py4j call (the
-    main thread of a streaming run waits in one): py4j then shuts down that connection and
-    the idle ones to the JVM, and on a loaded machine the run could fail on a closed one
-    ("Answer from Java side is empty") instead of stopping."""
+    Raised as an exception inside the handler, it lands in the middle of a py4j call (a
+    route run's main thread waits for its query in one; a replay's load is a chain of
+    them): py4j then shuts down that connection and the idle ones to the JVM, and on a
+    loaded machine the run could fail on a closed one ("Answer from Java side is empty")
+    instead of stopping."""
 
     signum: int | None = None
 

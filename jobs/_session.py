@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import TextIO
 
 from pyspark.sql import SparkSession
 
-from jobs._logging import configure, session_log
+from jobs._logging import StopSignal, configure, session_log
 from routing.io.lake import Lake
 from routing.io.session import build_session, stop_session
 
@@ -24,6 +24,7 @@ def job_session(
     err: TextIO,
     log_file: Path | None = None,
     short_run: Callable[[], bool] = lambda: False,
+    stop: StopSignal | None = None,
 ) -> Iterator[tuple[SparkSession, Path | None]]:
     """The session ``job`` runs in, and the file its Spark and JVM output goes to.
 
@@ -31,14 +32,23 @@ def job_session(
     used and left running, logging to ``log_file``. Without one, the job starts its own
     (:func:`build_session`; for a short run if ``short_run()``, asked only then) logging to
     a new file in the lake's ``_logs`` (:func:`session_log`; the console with ``verbose``),
-    and stops it on the way out. The console is configured either way (:func:`configure`)."""
-    own = spark is None
-    if own:
-        log_file = session_log(lake, job, verbose)
-    configure(verbose, err, log_file)
-    session = spark or build_session(f"jobs.{job}", short_run=short_run(), log_file=log_file)
-    try:
-        yield session, log_file
-    finally:
+    and stops it on the way out. The console is configured either way (:func:`configure`).
+
+    Inside, from before the session starts, SIGTERM and SIGINT are ``stop``'s to record."""
+    with _recording(stop):
+        own = spark is None
         if own:
-            stop_session(session)
+            log_file = session_log(lake, job, verbose)
+        configure(verbose, err, log_file)
+        session = spark or build_session(f"jobs.{job}", short_run=short_run(), log_file=log_file)
+        # a SparkContext takes SIGINT for a handler of its own as it starts: ``stop``'s again
+        with _recording(stop):
+            try:
+                yield session, log_file
+            finally:
+                if own:
+                    stop_session(session)
+
+
+def _recording(stop: StopSignal | None) -> AbstractContextManager[None]:
+    return stop.handled() if stop is not None else nullcontext()

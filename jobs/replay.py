@@ -17,6 +17,7 @@ import logging
 import sys
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TextIO
 
@@ -26,11 +27,11 @@ from pyspark.sql import SparkSession
 
 from jobs import route
 from jobs._logging import (
+    StopSignal,
     configure,
     interrupted,
     one_line,
     take_lake,
-    terminate_as_interrupt,
     where_detail,
 )
 from jobs._session import job_session
@@ -120,6 +121,25 @@ def load_logs(
         scratch.release()
 
 
+def load_until_stopped(
+    spark: SparkSession, lake: Lake, logs: Sequence[str], stop: StopSignal
+) -> None:
+    """:func:`load_logs` in a thread of its own, while the main thread waits for it or for
+    ``stop`` (:class:`StopSignal` says why it waits outside py4j calls). Stopped, the load's
+    Spark jobs are cancelled until it has ended, and the signal's interruption is raised;
+    a load that failed raises its error."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="replay-load") as pool:
+        loaded = pool.submit(load_logs, spark, lake, logs)
+        while not (stop.received or loaded.done()):
+            wait([loaded], timeout=0.5)
+        while not loaded.done():
+            spark.sparkContext.cancelAllJobs()
+            wait([loaded], timeout=0.5)
+    if stop.received:
+        raise stop.interruption()
+    loaded.result()
+
+
 def short_run(lake: Lake, logs: Sequence[str]) -> bool:
     """The logs' records and the lake's input rows so far are one small batch at most
     together: the run's JVM compiles with C1 only (``build_session(short_run=True)``)."""
@@ -172,6 +192,7 @@ def _replay(
 ) -> int:
     """Load ``logs`` into the lake and route them (the lake is held)."""
     lake = Lake.at(args.lake)
+    stop = StopSignal()
     with job_session(
         spark,
         lake,
@@ -180,13 +201,13 @@ def _replay(
         err=err,
         log_file=log_file,
         short_run=lambda: short_run(lake, logs),
+        stop=stop,
     ) as (session, log_file):
         started = time.perf_counter()
         try:
-            with terminate_as_interrupt():
-                load_logs(session, lake, logs)
-        except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM
-            return interrupted(err, stop)
+            load_until_stopped(session, lake, logs, stop)
+        except KeyboardInterrupt as stopped:  # Ctrl-C or SIGTERM
+            return interrupted(err, stopped)
         except Exception as error:  # an unreadable log: say which, write nothing more
             print(f"log error: {one_line(error)}{where_detail(log_file)}", file=err)
             log.debug("log error", exc_info=error)
@@ -199,7 +220,7 @@ def _replay(
         job = ["--conf", args.conf, "--lake", args.lake, "--available-now"]
         if args.max_events_per_trigger:
             job += ["--max-events-per-trigger", str(args.max_events_per_trigger)]
-        return route.main(job, spark=session, out=out, err=err, log_file=log_file)
+        return route.main(job, spark=session, out=out, err=err, log_file=log_file, stop=stop)
 
 
 if __name__ == "__main__":

@@ -377,6 +377,7 @@ def main(
     out: TextIO | None = None,
     err: TextIO | None = None,
     log_file: Path | None = None,
+    stop: StopSignal | None = None,
 ) -> int:
     """Run the job; returns the exit status.
 
@@ -384,6 +385,7 @@ def main(
     :param out: where progress and the summary go (default stdout).
     :param err: where errors go (default stderr).
     :param log_file: where the given session logs (errors' detail goes there too).
+    :param stop: the stop signal of the run this one is part of (a replay's).
     """
     out = out or sys.stdout
     err = err or sys.stderr
@@ -410,6 +412,7 @@ def main(
     writer = take_lake(lake, "jobs.route", err)
     if writer is None:
         return 1
+    stop = stop if stop is not None else StopSignal()
     with (
         writer,
         job_session(
@@ -420,12 +423,11 @@ def main(
             err=err,
             log_file=log_file,
             short_run=lambda: short_run,
+            stop=stop,
         ) as (session, log_file),
     ):
-        stop = StopSignal()
         try:
-            with stop.handled():
-                return run(args, session, lake, Topology(config), out, stop, as_of)
+            return run(args, session, lake, Topology(config), out, stop, as_of)
         except KeyboardInterrupt as stopped:  # Ctrl-C or SIGTERM inside an --available-now run
             return interrupted(err, stopped)
         except Exception as error:  # a failed batch or an unreadable table: say what, exit 1

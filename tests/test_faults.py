@@ -429,21 +429,87 @@ def test_a_stop_signal_inside_a_run_stops_it_in_one_line_and_the_next_run_resume
     produce(lake, producer_rounds(1)[0])
     expected = sum(len(t) for _, t, _ in producer_rounds(1)[0])
     command = route_command(Path(lake.root), "--available-now", "--max-events-per-trigger", "10")
-    first = local_job(command, tmp_path / "first.log")
+    again = command[:-2]  # the rest in one batch
+    stopped = (sig, status, said)
+    first, second = stop_and_run_again(
+        command, again, lambda job: "batch 1:" in job.output(), stopped, tmp_path
+    )
+    assert rows_in(first) + rows_in(second) == expected
+
+
+def stop_and_run_again(
+    command: list[str],
+    again: list[str],
+    when: Callable[[Job], bool],
+    stopped: tuple[int, int, str],
+    folder: Path,
+) -> tuple[str, str]:
+    """``command`` stopped by a signal to its process group once ``when(its job)``, then
+    ``again`` run to its end; their outputs. ``stopped``: the signal, the exit status and
+    the word the stopped run's one line says it with."""
+    sig, status, said = stopped
+    first = local_job(command, folder / "first.log")
     try:
-        assert first.wait_for(lambda out: "batch 1:" in out, timeout=300), first.tail()
+        assert first.wait_for(lambda _: when(first), timeout=300, poll=0.05), first.tail()
         assert signal_group(first, sig) == status, first.tail()
     finally:
         first.kill()
     output = first.output()
-    assert "Traceback" not in output and "failed" not in output, output
+    assert not any(word in output for word in ("Traceback", "failed", "error")), output
     assert output.rstrip().endswith(f"stopped: {said}; the next run resumes where this one stopped")
-    second = local_job(command[:-2], tmp_path / "second.log")  # the rest in one batch
+    second = local_job(again, folder / "second.log")
     try:
         assert second.wait(timeout=600) == 0, second.tail()
     finally:
         second.kill()
-    assert rows_in(output) + rows_in(second.output()) == expected
+    return output, second.output()
+
+
+def session_log_written(lake: Path, job: Job) -> bool:
+    """The replay's session log exists: its handler of stop signals is in place, and its
+    JVM is about to start."""
+    return any(lake.glob("_logs/replay-*.log"))
+
+
+def jvm_ignores_terminate(lake: Path, job: Job) -> bool:
+    """A JVM of ``job``'s process group ignores SIGTERM: its session is up
+    (``routing.io.session._ignore_terminate``), and a replay starts loading."""
+    for proc in Path("/proc").iterdir():
+        try:
+            stat, status = (proc / "stat").read_text(), (proc / "status").read_text()
+        except (OSError, ValueError):  # not a process, or gone
+            continue
+        name, _, rest = stat.partition("(")[2].rpartition(")")
+        group = int(rest.split()[2])  # after the state and the parent's pid
+        ignored = re.search(r"^SigIgn:\s*([0-9a-f]+)$", status, re.MULTILINE)
+        mine = name == "java" and group == job.process.pid and ignored is not None
+        if mine and int(ignored.group(1), 16) & (1 << (signal.SIGTERM - 1)):
+            return True
+    return False
+
+
+@pytest.mark.parametrize(
+    ("sig", "status", "said", "moment"),
+    [
+        (signal.SIGINT, 130, "interrupted", session_log_written),
+        (signal.SIGTERM, 143, "terminated", jvm_ignores_terminate),
+    ],
+    ids=["SIGINT-as-its-session-starts", "SIGTERM-as-it-loads"],
+)
+def test_a_stop_signal_inside_a_replay_stops_it_in_one_line_and_the_next_replay_completes_it(
+    spark, tmp_path, tmp_path_factory, sig, status, said, moment
+):
+    """Ctrl-C as a replay's session starts, or SIGTERM to its process group as it starts
+    loading the logs: one line and a shell's status; the same replay again leaves the lake
+    an uninterrupted one leaves."""
+    lake = tmp_path / "lake"
+    command = [sys.executable, str(ROOT / "jobs" / "replay.py")]
+    command += replay_args(workload(tmp_path_factory), lake)
+    first, _ = stop_and_run_again(
+        command, command, lambda job: moment(lake, job), (sig, status, said), tmp_path
+    )
+    assert "loaded" not in first, first
+    assert_lakes_equal(spark, lake, local_replay(spark, tmp_path_factory))
 
 
 def slow_planner_python(folder: Path) -> Path:
