@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
@@ -12,6 +13,8 @@ from pyspark.sql import SparkSession
 from jobs._logging import StopSignal, configure, session_log
 from routing.io.lake import Lake
 from routing.io.session import build_session, stop_session
+
+log = logging.getLogger(__name__)
 
 
 @contextmanager
@@ -40,7 +43,15 @@ def job_session(
         if own:
             log_file = session_log(lake, job, verbose)
         configure(verbose, err, log_file)
-        session = spark or build_session(f"jobs.{job}", short_run=short_run(), log_file=log_file)
+        try:
+            session = spark or build_session(
+                f"jobs.{job}", short_run=short_run(), log_file=log_file
+            )
+        except Exception as error:
+            if stop is None or not stop.received:
+                raise
+            log.debug("the session did not start: stopped as it started", exc_info=error)
+            raise stop.interruption() from None  # SIGTERM to the group ends a JVM starting
         # a SparkContext takes SIGINT for a handler of its own as it starts: ``stop``'s again
         with _recording(stop):
             try:

@@ -193,34 +193,36 @@ def _replay(
     """Load ``logs`` into the lake and route them (the lake is held)."""
     lake = Lake.at(args.lake)
     stop = StopSignal()
-    with job_session(
-        spark,
-        lake,
-        "replay",
-        verbose=args.verbose,
-        err=err,
-        log_file=log_file,
-        short_run=lambda: short_run(lake, logs),
-        stop=stop,
-    ) as (session, log_file):
-        started = time.perf_counter()
-        try:
-            load_until_stopped(session, lake, logs, stop)
-        except KeyboardInterrupt as stopped:  # Ctrl-C or SIGTERM
-            return interrupted(err, stopped)
-        except Exception as error:  # an unreadable log: say which, write nothing more
-            print(f"log error: {one_line(error)}{where_detail(log_file)}", file=err)
-            log.debug("log error", exc_info=error)
-            return 1
-        print(
-            f"loaded {len(logs)} log(s) in {time.perf_counter() - started:.1f} s",
-            file=out,
-            flush=True,
-        )
-        job = ["--conf", args.conf, "--lake", args.lake, "--available-now"]
-        if args.max_events_per_trigger:
-            job += ["--max-events-per-trigger", str(args.max_events_per_trigger)]
-        return route.main(job, spark=session, out=out, err=err, log_file=log_file, stop=stop)
+    try:
+        with job_session(
+            spark,
+            lake,
+            "replay",
+            verbose=args.verbose,
+            err=err,
+            log_file=log_file,
+            short_run=lambda: short_run(lake, logs),
+            stop=stop,
+        ) as (session, log_file):
+            started = time.perf_counter()
+            try:
+                load_until_stopped(session, lake, logs, stop)
+            except Exception as error:  # an unreadable log: say which, write nothing more
+                print(f"log error: {one_line(error)}{where_detail(log_file)}", file=err)
+                log.debug("log error", exc_info=error)
+                return 1
+            print(
+                f"loaded {len(logs)} log(s) in {time.perf_counter() - started:.1f} s",
+                file=out,
+                flush=True,
+            )
+            job = ["--conf", args.conf, "--lake", args.lake, "--available-now"]
+            if args.max_events_per_trigger:
+                job += ["--max-events-per-trigger", str(args.max_events_per_trigger)]
+            return route.main(job, spark=session, out=out, err=err, log_file=log_file, stop=stop)
+    # Ctrl-C or SIGTERM as the session started or as the logs loaded (route.main says its own)
+    except KeyboardInterrupt as stopped:
+        return interrupted(err, stopped)
 
 
 if __name__ == "__main__":

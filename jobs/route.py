@@ -413,27 +413,29 @@ def main(
     if writer is None:
         return 1
     stop = stop if stop is not None else StopSignal()
-    with (
-        writer,
-        job_session(
-            spark,
-            lake,
-            "route",
-            verbose=args.verbose,
-            err=err,
-            log_file=log_file,
-            short_run=lambda: short_run,
-            stop=stop,
-        ) as (session, log_file),
-    ):
-        try:
-            return run(args, session, lake, Topology(config), out, stop, as_of)
-        except KeyboardInterrupt as stopped:  # Ctrl-C or SIGTERM inside an --available-now run
-            return interrupted(err, stopped)
-        except Exception as error:  # a failed batch or an unreadable table: say what, exit 1
-            print(f"job failed: {one_line(error)}{where_detail(log_file)}", file=err)
-            log.debug("job failed", exc_info=error)
-            return 1
+    try:
+        with (
+            writer,
+            job_session(
+                spark,
+                lake,
+                "route",
+                verbose=args.verbose,
+                err=err,
+                log_file=log_file,
+                short_run=lambda: short_run,
+                stop=stop,
+            ) as (session, log_file),
+        ):
+            try:
+                return run(args, session, lake, Topology(config), out, stop, as_of)
+            except Exception as error:  # a failed batch or an unreadable table: say what, exit 1
+                print(f"job failed: {one_line(error)}{where_detail(log_file)}", file=err)
+                log.debug("job failed", exc_info=error)
+                return 1
+    # Ctrl-C or SIGTERM: as the session started, or inside an --available-now run
+    except KeyboardInterrupt as stopped:
+        return interrupted(err, stopped)
 
 
 if __name__ == "__main__":

@@ -492,16 +492,17 @@ def jvm_ignores_terminate(lake: Path, job: Job) -> bool:
     ("sig", "status", "said", "moment"),
     [
         (signal.SIGINT, 130, "interrupted", session_log_written),
+        (signal.SIGTERM, 143, "terminated", session_log_written),
         (signal.SIGTERM, 143, "terminated", jvm_ignores_terminate),
     ],
-    ids=["SIGINT-as-its-session-starts", "SIGTERM-as-it-loads"],
+    ids=["SIGINT-as-its-session-starts", "SIGTERM-as-its-session-starts", "SIGTERM-as-it-loads"],
 )
 def test_a_stop_signal_inside_a_replay_stops_it_in_one_line_and_the_next_replay_completes_it(
     spark, tmp_path, tmp_path_factory, sig, status, said, moment
 ):
-    """Ctrl-C as a replay's session starts, or SIGTERM to its process group as it starts
-    loading the logs: one line and a shell's status; the same replay again leaves the lake
-    an uninterrupted one leaves."""
+    """Ctrl-C or SIGTERM to a replay's process group as its session starts (SIGTERM ends
+    its JVM starting), or SIGTERM as it starts loading the logs: one line and a shell's
+    status; the same replay again leaves the lake an uninterrupted one leaves."""
     lake = tmp_path / "lake"
     command = [sys.executable, str(ROOT / "jobs" / "replay.py")]
     command += replay_args(workload(tmp_path_factory), lake)
