@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
-from jobs._logging import take_lake
+from jobs._logging import StopSignal, interrupted, take_lake
 from jobs._session import job_session
 from routing.broker.ids import copy_id_py
 from routing.broker.layout import WRITER_LOCK
@@ -359,21 +359,28 @@ def _demo(args: argparse.Namespace, lake: Path, spark: SparkSession | None, out:
 
     from jobs import replay
 
-    with job_session(spark, Lake.at(lake), "demo", verbose=args.verbose, err=sys.stderr) as (
-        session,
-        log_file,
-    ):
-        job = ["--log", str(log), "--lake", str(lake), "--conf", args.conf]
-        status = replay.main(
-            job + ["--verbose"] * args.verbose, spark=session, out=out, log_file=log_file
-        )
-        if status == 0:
-            print(
-                "queue_messages by queue and status:\n" + report(session, str(lake)),
-                file=out,
-                flush=True,
+    stop = StopSignal()
+    try:
+        with job_session(
+            spark, Lake.at(lake), "demo", verbose=args.verbose, err=sys.stderr, stop=stop
+        ) as (session, log_file):
+            job = ["--log", str(log), "--lake", str(lake), "--conf", args.conf]
+            status = replay.main(
+                job + ["--verbose"] * args.verbose,
+                spark=session,
+                out=out,
+                log_file=log_file,
+                stop=stop,
             )
-        return status
+            if status == 0:
+                print(
+                    "queue_messages by queue and status:\n" + report(session, str(lake)),
+                    file=out,
+                    flush=True,
+                )
+            return status
+    except KeyboardInterrupt as stopped:  # Ctrl-C or SIGTERM as the session started
+        return interrupted(sys.stderr, stopped)
 
 
 if __name__ == "__main__":

@@ -159,7 +159,10 @@ def main(
     out: TextIO | None = None,
     err: TextIO | None = None,
     log_file: Path | None = None,
+    stop: StopSignal | None = None,
 ) -> int:
+    """Run the replay; returns the exit status (``stop``: the stop signal of the run this
+    one is part of, a demo's)."""
     out = out or sys.stdout
     err = err or sys.stderr
     args = parse_args(argv)
@@ -179,7 +182,8 @@ def main(
     if writer is None:
         return 1
     with writer:
-        return _replay(args, logs, spark, out, err, log_file)
+        stop = stop if stop is not None else StopSignal()
+        return _replay(args, logs, spark, out, err, log_file, stop)
 
 
 def _replay(
@@ -189,10 +193,10 @@ def _replay(
     out: TextIO,
     err: TextIO,
     log_file: Path | None,
+    stop: StopSignal,
 ) -> int:
     """Load ``logs`` into the lake and route them (the lake is held)."""
     lake = Lake.at(args.lake)
-    stop = StopSignal()
     try:
         with job_session(
             spark,
