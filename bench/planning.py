@@ -11,7 +11,10 @@ every expectation the broker recorded is checked). Around each run of the job, t
 Spark's rule executors spent (``RuleExecutor.queryExecutionMeter``: the analyzer's and the
 optimizer's rules, AQE's re-optimisations, every DataFrame the run builds, counted once per
 rule, nested rules inside their callers too) is read from the JVM. A run holds one or more
-batches, so its figure bounds each of its batches'.
+batches, so its figure bounds each of its batches'. Beside the seconds, the run's analyses
+(each DataFrame built, each Spark and Delta build inside a query) and optimised queries
+(each checkpoint, collect, write): counts a loaded machine does not change, of what a
+batch's plans cost.
 
     python -m bench planning --scale 0.1      # 5 scenarios
 """
@@ -41,27 +44,43 @@ TARGET = 2.0
 
 DELTA_SCAN = "org.apache.spark.sql.delta.stats.PrepareDeltaScan"
 """Delta's optimizer rule that lists a scan's files: it replays the table's log (Spark jobs)."""
+ANALYSIS = "org.apache.spark.sql.catalyst.analysis.Analyzer$LookupFunctions"
+"""A rule of the analyzer's batch that runs once an analysis: its runs count the analyses."""
+OPTIMISATION = "org.apache.spark.sql.catalyst.optimizer.Optimizer$FinishAnalysis"
+"""A rule of the optimizer's batch that runs once a query: its runs count the queries."""
 
 
 @dataclass(frozen=True)
 class RuleTimes:
-    """Seconds the JVM's rule executors have spent since it started: in all, and in
-    :data:`DELTA_SCAN`."""
+    """What the JVM's rule executors have done since it started: seconds in all and in
+    :data:`DELTA_SCAN`, analyses and optimised queries."""
 
     total: float
     delta_scan: float
+    analyses: int
+    optimisations: int
 
     @classmethod
     def now(cls, spark: SparkSession) -> RuleTimes:
         rules = spark._jvm.org.apache.spark.sql.catalyst.rules  # type: ignore[union-attr]
         meter = getattr(rules, "RuleExecutor$").__getattr__("MODULE$").queryExecutionMeter()
         # "<rule>  <effective ns> / <total ns>  <effective runs> / <runs>", one line a rule
-        lines = str(meter.dumpTimeSpent()).splitlines()
-        scan = next((line.split() for line in lines if line.startswith(DELTA_SCAN + " ")), None)
-        return cls(meter.totalTime() / 1e9, int(scan[3]) / 1e9 if scan else 0.0)
+        rows = [line.split() for line in str(meter.dumpTimeSpent()).splitlines()]
+        fields = {row[0]: row for row in rows if row}
+
+        def runs(rule: str) -> int:
+            return int(fields[rule][6]) if rule in fields else 0
+
+        scan = int(fields[DELTA_SCAN][3]) / 1e9 if DELTA_SCAN in fields else 0.0
+        return cls(meter.totalTime() / 1e9, scan, runs(ANALYSIS), runs(OPTIMISATION))
 
     def __sub__(self, other: RuleTimes) -> RuleTimes:
-        return RuleTimes(self.total - other.total, self.delta_scan - other.delta_scan)
+        return RuleTimes(
+            self.total - other.total,
+            self.delta_scan - other.delta_scan,
+            self.analyses - other.analyses,
+            self.optimisations - other.optimisations,
+        )
 
 
 class MeteredScenario(Scenario):
@@ -118,6 +137,8 @@ def run(spark: SparkSession, scale: float) -> list[Figure]:
     runs = [seconds for s in played for seconds in s.run_seconds]
     batches = sum(b for s in played for b in s.batches)
     longest = max(planning, key=lambda times: times.total)
+    warm = [t for s in played[1:] for t in s.planning]
+    longest_warm = max(warm, key=lambda times: times.total, default=None)
     return [
         Figure(
             f"random scenarios played ({len(runs)} runs of the job, {batches} batches)",
@@ -135,10 +156,26 @@ def run(spark: SparkSession, scale: float) -> list[Figure]:
         Figure("    of it, Delta's scans listing their files", longest.delta_scan, "s"),
         Figure(
             "  planning, the longest run after the first (a warm JVM)",
-            max((t.total for s in played[1:] for t in s.planning), default=float("nan")),
+            longest_warm.total if longest_warm else float("nan"),
             "s",
         ),
+        Figure("    its analyses", longest_warm.analyses if longest_warm else 0, "analyses"),
+        Figure(
+            "    its optimised queries",
+            longest_warm.optimisations if longest_warm else 0,
+            "queries",
+        ),
         Figure("  planning, the median run", statistics.median(t.total for t in planning), "s"),
+        Figure(
+            "    analyses, the median run",
+            statistics.median(t.analyses for t in planning),
+            "analyses",
+        ),
+        Figure(
+            "    optimised queries, the median run",
+            statistics.median(t.optimisations for t in planning),
+            "queries",
+        ),
         Figure(
             "    Delta's scans listing their files, the median run",
             statistics.median(t.delta_scan for t in planning),
