@@ -159,10 +159,14 @@ def run(spark: SparkSession, scale: float) -> list[Figure]:
             longest_warm.total if longest_warm else float("nan"),
             "s",
         ),
-        Figure("    its analyses", longest_warm.analyses if longest_warm else 0, "analyses"),
+        Figure(
+            "    its analyses",
+            longest_warm.analyses if longest_warm else float("nan"),
+            "analyses",
+        ),
         Figure(
             "    its optimised queries",
-            longest_warm.optimisations if longest_warm else 0,
+            longest_warm.optimisations if longest_warm else float("nan"),
             "queries",
         ),
         Figure("  planning, the median run", statistics.median(t.total for t in planning), "s"),
