@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 import pytest
 
 from jobs import demo, route
+from routing.broker.layout import ROUTE_QUERY
 from routing.io.lake import Lake
 from routing.io.lake_events import INPUT_SOURCE
 from routing.plan import schemas
@@ -185,13 +186,16 @@ def test_a_driver_killed_at_several_points_restarts_where_it_stopped(tmp_path, s
         # right after batch 0 is written, before Spark records it as committed
         return "batch 0:" in output
 
+    offsets = Path(Lake.at(lake).checkpoint(ROUTE_QUERY), "offsets")
     started: list[float] = []
 
     def mid_batch(output: str) -> bool:
-        # a few seconds after the restarted driver reports its first batch: inside the next
-        if not started and (BATCH_LINE.search(output) or "already written" in output):
+        # inside the batch after the restarted driver's first: Spark has written its offsets
+        # (before it runs it) and a second has passed; a batch takes several
+        first = re.search(r"^batch (\d+):", output, re.MULTILINE)
+        if first and not started and Path(offsets, str(int(first[1]) + 1)).exists():
             started.append(time.monotonic())
-        return bool(started) and time.monotonic() - started[0] > 6
+        return bool(started) and time.monotonic() - started[0] > 1
 
     kills: list[Callable[[str], bool]] = [after_first_batch, mid_batch]
     outputs = []

@@ -430,7 +430,9 @@ def job_descriptions(spark: SparkSession) -> dict[int, str]:
     return {i: d.get() if d.isDefined() else "" for i, d in described}
 
 
-def test_a_batch_that_changes_a_pending_row_merges_its_queue_rows(spark, tmp_path):
+def test_a_batch_that_changes_a_pending_row_merges_its_queue_rows(spark, tmp_path, monkeypatch):
+    """The plain path: a PENDING partition too large to replace."""
+    monkeypatch.setattr("routing.io.storage.REPLACED_PENDING_ROWS", 0)
     lake = Lake.at(tmp_path / "lake")
     storage = DeltaStorage(lake)
     write_batch(spark, storage, 0, [queue_row(1, "PENDING"), queue_row(2, "PENDING")])
@@ -448,6 +450,83 @@ def test_a_batch_that_changes_a_pending_row_merges_its_queue_rows(spark, tmp_pat
         (2, "PENDING"),
         (3, "PENDING"),
     ]
+
+
+def test_a_table_that_records_its_changes_is_merged_into(spark, tmp_path):
+    """A change data feed records what a MERGE changed: a partition replaced would record
+    every PENDING row as deleted and inserted again."""
+    lake = Lake.at(tmp_path / "lake")
+    storage = DeltaStorage(lake)
+    write_batch(spark, storage, 0, [queue_row(1, "PENDING"), queue_row(2, "PENDING")])
+    spark.sql(
+        f"ALTER TABLE delta.`{lake.queue_messages}` "
+        "SET TBLPROPERTIES ('delta.enableChangeDataFeed' = true)"
+    )
+    storage = DeltaStorage(lake)  # the table moved: the next process's
+
+    write_batch(spark, storage, 1, [queue_row(1, "ACKED")], folded=True)
+
+    assert last_operation(spark, lake) == "MERGE"
+    changes = (
+        spark.read.format("delta")
+        .option("readChangeFeed", "true")
+        .option("startingVersion", 2)
+        .load(lake.queue_messages)
+    )
+    assert sorted((r.message_id, r._change_type) for r in changes.collect()) == [
+        (1, "update_postimage"),
+        (1, "update_preimage"),
+    ]
+
+
+def delta_jobs(spark: SparkSession, since: dict[int, str]) -> list[str]:
+    """The descriptions of Delta's own Spark jobs (its snapshot's state, a scan's or a
+    MERGE's files) run since the jobs ``since`` (:func:`job_descriptions`)."""
+    return [d for i, d in job_descriptions(spark).items() if i not in since and "Delta" in d]
+
+
+@pytest.mark.parametrize("process", ["same", "new"])
+def test_a_batch_that_changes_a_pending_row_replaces_the_small_pending_partition(
+    spark, tmp_path, process
+):
+    """One commit removes the partition's files and adds its rows anew with the batch's
+    changes, as the MERGE would leave the table; without rebuilding the snapshot's state,
+    in the process that wrote the last version or in a new one (which reads the PENDING
+    rows from the files the log names)."""
+    lake = Lake.at(tmp_path / "lake")
+    storage = DeltaStorage(lake)
+    first = [queue_row(1, "PENDING"), queue_row(2, "PENDING", expiration=900)]
+    write_batch(spark, storage, 0, [*first, queue_row(3, "ACKED")])
+    write_batch(spark, storage, 1, [queue_row(4, "PENDING")])
+    replaced = {a["path"] for a in commit_actions(lake.queue_messages, 0)["add"]}
+    replaced |= {a["path"] for a in commit_actions(lake.queue_messages, 1)["add"]}
+    replaced = {p for p in replaced if p.startswith("status=PENDING/")}
+    if process == "new":
+        storage = DeltaStorage(lake)
+    before = job_descriptions(spark)
+    redelivered = list(queue_row(2, "PENDING", expiration=900))
+    redelivered[schemas.QUEUE_MESSAGE.names.index("delivery_count")] = 1
+    changed = [queue_row(1, "ACKED"), tuple(redelivered), queue_row(5, "DEAD_LETTERED")]
+    write_batch(spark, storage, 2, changed, folded=True)
+
+    assert delta_jobs(spark, before) == []
+    commit = commit_actions(lake.queue_messages, 2)
+    assert {r["path"] for r in commit["remove"]} == replaced
+    assert commit["commitInfo"][0]["operationParameters"]["mode"] == "Overwrite"
+    assert [(t["appId"], t["version"]) for t in commit["txn"]] == [(APP, 2)]
+    rows = spark.read.format("delta").load(lake.queue_messages)
+    assert sorted((r.message_id, r.status, r.delivery_count) for r in rows.collect()) == [
+        (1, "ACKED", 0),
+        (2, "PENDING", 1),
+        (3, "ACKED", 0),
+        (4, "PENDING", 0),
+        (5, "DEAD_LETTERED", 0),
+    ]
+    assert_df_equality(
+        storage.pending(spark).orderBy("message_id"),
+        pending_in_delta(spark, lake).orderBy("message_id"),
+        ignore_nullable=True,
+    )
 
 
 def taken_ids(taken: DataFrame | None) -> list[int]:

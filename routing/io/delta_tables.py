@@ -316,13 +316,19 @@ def _version_files(table: DeltaTable, location: str, version: int) -> VersionFil
     if table.version() != version:
         table = DeltaTable(location, version=version)
     adds = pa.table(table.get_add_actions(flatten=True))
-    root = location.rstrip("/")
-    paths = tuple(
-        path if "://" in path or path.startswith("/") else f"{root}/{path}"
-        for path in adds.column("path").to_pylist()
-    )
-    plain = table.protocol().min_reader_version == 1
-    return VersionFiles(paths, _records(adds), plain=plain)
+    paths = tuple(file_uri(location, path) for path in adds.column("path").to_pylist())
+    return VersionFiles(paths, _records(adds), plain=_plain(table))
+
+
+def file_uri(location: str, path: str) -> str:
+    """Where the file ``path`` of the table at ``location`` is (its log's path, decoded)."""
+    return path if "://" in path or path.startswith("/") else f"{location.rstrip('/')}/{path}"
+
+
+def _plain(table: DeltaTable) -> bool:
+    """The table's files alone hold its rows: it needs no reader feature (reader version 1:
+    no deletion vectors, no column mapping)."""
+    return table.protocol().min_reader_version == 1
 
 
 @dataclass(frozen=True)
@@ -336,6 +342,24 @@ class PartitionStatistics:
     """The earliest value of each column asked, in epoch µs: None when no row has one;
     a column is left out when a file has no statistics of it (a table whose statistics
     columns do not include it, or did not when the file was written)."""
+    files: tuple[LoggedFile, ...] = ()
+    """Its data files."""
+    plain: bool = True
+    """The files alone hold its rows (:func:`_plain`)."""
+    rewritable: bool = True
+    """A commit may remove its files and add their rows anew as an append writes them: the
+    table needs no writer feature past check constraints (writer version 3 at most: no
+    change data feed, generated or identity columns, row tracking), whose rows a rewrite
+    would have to carry further."""
+
+
+@dataclass(frozen=True)
+class LoggedFile:
+    """A data file as a version's log names it: what a commit that removes it records."""
+
+    path: str  # relative to the table, decoded
+    size: int  # bytes
+    modification_time: int  # epoch ms
 
 
 def _partition(
@@ -350,7 +374,18 @@ def _partition(
     part = files.filter(pc.equal(files.column(f"partition.{column}"), value))
     records = part.column("num_records")
     rows = None if records.null_count else sum(records.to_pylist())
-    return PartitionStatistics(version, rows, _earliest(part, earliest) if rows is not None else {})
+    logged = tuple(
+        LoggedFile(f["path"], f["size_bytes"], f["modification_time"])
+        for f in part.select(["path", "size_bytes", "modification_time"]).to_pylist()
+    )
+    return PartitionStatistics(
+        version,
+        rows,
+        _earliest(part, earliest) if rows is not None else {},
+        logged,
+        _plain(table),
+        table.protocol().min_writer_version <= 3,
+    )
 
 
 def _earliest(files: pa.Table, columns: tuple[str, ...]) -> dict[str, int | None]:

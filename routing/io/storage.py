@@ -9,10 +9,12 @@
   appends (Delta's ``WriteIntoDelta``, :func:`append`) carrying the app transaction
   (``txnAppId`` = the query's app id, ``txnVersion`` = the batch id), so a batch replayed
   after a crash writes nothing twice;
-- ``queue_messages`` is committed last, by ONE ``MERGE`` that upserts the batch's queue
+- ``queue_messages`` is committed last, by ONE commit that upserts the batch's queue
   rows into its PENDING partition (a changed PENDING row is updated in place and moves to
-  its status partition; a new one is inserted). Delta's idempotent-DML settings give the
-  MERGE the same app transaction, and ``userMetadata`` carries the job state (lake clock,
+  its status partition; a new one is inserted): a ``MERGE``, whose app transaction comes
+  from Delta's idempotent-DML settings; an append when no row written has the key of a
+  PENDING row; the partition replaced, its rows in memory, when it is small
+  (:data:`REPLACED_PENDING_ROWS`). ``userMetadata`` carries the job state (lake clock,
   round-robin positions) atomically with the rows. A batch whose ``queue_messages``
   commit landed was fully written: :meth:`DeltaStorage.done` skips it on a replay.
 
@@ -41,6 +43,7 @@ import pyarrow as pa
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from routing.broker import layout
 from routing.broker.state import JobState
@@ -50,6 +53,7 @@ from routing.io.delta_tables import (
     commit_app_ids,
     commit_file,
     commit_rows,
+    file_uri,
     is_table,
     version_before_app_commit,
 )
@@ -78,8 +82,20 @@ from the files the table's log names (:func:`read_files`), rather than through D
 first scan of each version rebuilds the snapshot's state (Spark jobs and their planning, in
 the first batch of every run: docs/PERFORMANCE.md). Not from a table with deletion vectors
 or column mapping, whose files alone do not hold its rows. False: through Delta, the plain
-path the suite also runs. The PENDING rows are read through Delta: a batch that updates one
-MERGEs into that snapshot, which then builds its state anyway."""
+path the suite also runs. The PENDING rows are read from their files likewise when their
+partition is replaced rather than merged (:data:`REPLACED_PENDING_ROWS`)."""
+
+REPLACED_PENDING_ROWS = 10_000
+"""PENDING rows up to which a process reads the PENDING partition from the files its log
+names (:func:`read_files`), and a batch that changes some of those rows commits the
+partition anew (:data:`PARTITION_REPLACE`: its files removed, the carried rows with the
+batch's changes added) rather than MERGEs into it. Neither rebuilds the snapshot's state,
+which Delta's scan and MERGE do in the first batch of every run and after every commit the
+process did not make (Spark jobs and their planning: docs/PERFORMANCE.md). Above it, and at
+0, the plain path: read through Delta, MERGE, which rewrites only the files holding a
+changed row. Not for a table with deletion vectors or column mapping, nor one whose
+commits record more than their files (change data feed, row tracking: writer version 4 or
+later)."""
 
 CARRIED_PENDING_ROWS = 100_000
 """PENDING rows up to which a batch hands the next one its queues' PENDING rows in memory
@@ -125,6 +141,13 @@ APP_TRANSACTION_APPEND = "routing.delta.AppTransactionAppend"
 SKIPPED = -2
 """What :data:`APP_TRANSACTION_APPEND`'s append returns when it found its app transaction
 committed already (``AppTransactionAppend.SKIPPED``)."""
+
+PARTITION_REPLACE = "routing.delta.PartitionReplace"
+"""The commit that replaces a partition's files with the rows given (jars/src/routing/delta,
+:meth:`DeltaStorage._replace_pending`)."""
+MOVED = -4
+"""What :data:`PARTITION_REPLACE` returns when the table is no longer at the version whose
+files it was to remove (``PartitionReplace.MOVED``): the batch MERGEs instead."""
 
 STAGED_APPENDS = "routing.delta.StagedAppends"
 """The appends of many tables whose rows one Spark job writes (jars/src/routing/delta,
@@ -275,19 +298,31 @@ def read_table(
     return conform(reader.load(location), schema)
 
 
-def read_files(spark: SparkSession, paths: Sequence[str], schema: pa.Schema) -> DataFrame:
+def read_files(
+    spark: SparkSession,
+    paths: Sequence[str],
+    schema: pa.Schema,
+    partitioned: tuple[str, str] | None = None,
+) -> DataFrame:
     """The rows of the Parquet files at ``paths`` with ``schema`` (:func:`conform`): a
     version of a table without reader features read without Delta
-    (:class:`routing.io.delta_tables.VersionFiles`).
+    (:class:`routing.io.delta_tables.VersionFiles`). ``partitioned``: ``(location,
+    column)``, the files are in partition folders (``column=value``) of the table at
+    ``location``, and hold no ``column``: Spark reads it from their folders' names.
 
     Example::
 
         files = TableLogs().files(lake.producer_ids, version)
         ids = read_files(spark, files.paths, schemas.PRODUCER_ID)
     """
+    fields = schemas.spark_schema(schema)
     if not paths:
-        return local_frame(spark, [], schemas.spark_schema(schema))
-    return conform(spark.read.schema(schemas.spark_schema(schema)).parquet(*paths), schema)
+        return local_frame(spark, [], fields)
+    if partitioned is None:
+        return conform(spark.read.schema(fields).parquet(*paths), schema)
+    location, column = partitioned
+    in_files = StructType([f for f in fields.fields if f.name != column])
+    return conform(spark.read.schema(in_files).option("basePath", location).parquet(*paths), schema)
 
 
 def route_app_id(lake: Lake) -> str | None:
@@ -994,7 +1029,7 @@ class DeltaStorage:
             location, schemas.QUEUE_MESSAGES_PARTITION, schemas.PENDING, ("expiration",)
         )
         if partition.rows is not None and partition.rows <= CARRIED_PENDING_ROWS:
-            self._carried = self._read_carried(spark, partition.version)
+            self._carried = self._read_carried(spark, partition)
             self._read = self._carried.rows
         else:
             self._in_delta = PendingInDelta.read(
@@ -1009,15 +1044,28 @@ class DeltaStorage:
             _in_pending()
         )
 
-    def _read_carried(self, spark: SparkSession, version: int) -> CarriedPending:
-        """The PENDING rows at ``version`` read from Delta once, then kept and counted as
-        a batch carries them: a Delta scan in a batch's plans is planned again by each of
-        its queries (Delta lists its files from the log then, 0.1-0.3 s each, about six a
+    def _read_carried(self, spark: SparkSession, partition: PartitionStatistics) -> CarriedPending:
+        """The PENDING rows of ``partition`` read once, then kept and counted as a batch
+        carries them: a Delta scan in a batch's plans is planned again by each of its
+        queries (Delta lists its files from the log then, 0.1-0.3 s each, about six a
         batch), and a batch that starts from carried rows appends its new ones rather
-        than merging them (:meth:`_commit_queue_rows`)."""
+        than merging them (:meth:`_commit_queue_rows`). Read from the files the log names
+        when the partition is one a batch replaces (:meth:`_replaceable`), else through
+        Delta."""
+        version = partition.version
+        rows = (
+            read_files(
+                spark,
+                [file_uri(self.lake.queue_messages, f.path) for f in partition.files],
+                schemas.QUEUE_MESSAGE,
+                (self.lake.queue_messages, schemas.QUEUE_MESSAGES_PARTITION),
+            )
+            if self._replaceable(spark, partition)
+            else self._read_delta(spark, version)
+        )
         scratch = Scratch()
         try:
-            kept = scratch.keep(self._read_delta(spark, version))
+            kept = scratch.keep(rows)
             # an aggregate without groups: exactly one row
             count, earliest = kept.agg(F.count(F.lit(1)), earliest_expiration()).collect()[0]
         except BaseException:
@@ -1306,7 +1354,9 @@ class DeltaStorage:
         when none is, which is what the MERGE would do then (insert every row) without its
         jobs that join the rows to the table's files, a large part of a small batch
         (docs/DESIGN.md). Only carried PENDING rows (:meth:`pending`) are compared: reading
-        them through Delta again would cost what the MERGE saves.
+        them through Delta again would cost what the MERGE saves. With the carried rows
+        all of a small partition, the partition is replaced rather than merged into
+        (:meth:`_replace_pending`): the MERGE would rebuild the snapshot's state first.
         """
         from delta.tables import DeltaTable
 
@@ -1322,6 +1372,13 @@ class DeltaStorage:
             # the first batch creates the table; an empty batch still records its
             # transaction and the job state; a batch of new keys only inserts
             self._append_queue_rows(rows, state, app_id, batch_id)
+            return
+        carried = self._carried
+        if (
+            carried is not None
+            and self._started_from_carried()
+            and self._replace_pending(queue, carried, state, app_id, batch_id)
+        ):
             return
         settings = {
             TXN_APP_ID: app_id,
@@ -1347,6 +1404,63 @@ class DeltaStorage:
                 .whenNotMatchedInsertAll()
                 .execute()
             )
+
+    def _replaceable(self, spark: SparkSession, partition: PartitionStatistics) -> bool:
+        """Whether a batch that changes rows of the PENDING ``partition`` commits it anew
+        rather than MERGEs into it (:data:`REPLACED_PENDING_ROWS`)."""
+        return (
+            partition.rows is not None
+            and partition.rows <= REPLACED_PENDING_ROWS
+            and partition.plain
+            and partition.rewritable
+            and jvm_class(spark, PARTITION_REPLACE) is not None
+        )
+
+    def _replace_pending(
+        self, queue: QueueRows, carried: CarriedPending, state: JobState, app_id: str, batch_id: int
+    ) -> bool:
+        """Commit the PENDING partition anew, ``carried`` (all its rows) with the batch's
+        queue rows in place of those of the same key, the other statuses' rows appended:
+        what the MERGE commits, in one commit that removes the partition's files as its log
+        names them (:data:`PARTITION_REPLACE`). False when the partition is not one to
+        replace (:data:`REPLACED_PENDING_ROWS`) or the table moved past the carried rows'
+        version: nothing is written, the caller MERGEs."""
+        spark = queue.rows.sparkSession
+        location = self.lake.queue_messages
+        partition = self._logs.partition(
+            location, schemas.QUEUE_MESSAGES_PARTITION, schemas.PENDING
+        )
+        if partition.version != carried.version or not self._replaceable(spark, partition):
+            return False
+        key = list(KEY)
+        kept = carried.rows.join(F.broadcast(queue.rows.select(*key)), key, "left_anti")
+        rows = union_by_name([kept, queue.rows]).select(*schemas.QUEUE_MESSAGE.names)
+        options = append_options(
+            rows.columns, app_id=app_id, txn_version=batch_id, user_metadata=state.to_json()
+        )
+        replace = jvm_class(spark, PARTITION_REPLACE)
+        assert replace is not None  # _replaceable
+        column, value = schemas.QUEUE_MESSAGES_PARTITION, schemas.PENDING
+        due = replace.replace(
+            spark._jsparkSession,
+            rows.coalesce(max(shuffle_partitions(spark), 1))._jdf,
+            location,
+            java_map(spark, options),
+            [column],
+            column,
+            value,
+            [f.path for f in partition.files],
+            [f.size for f in partition.files],
+            [f.modification_time for f in partition.files],
+            f"{column} = '{value}'",
+            self._checkpoints is not None,
+            partition.version,
+        )
+        if due == MOVED:
+            return False
+        if self._checkpoints is not None and due >= 0:
+            self._checkpoints.due(location, due)
+        return True
 
     def _appends_as_planned(self, outputs: Outputs) -> bool:
         """Whether a batch of more than :data:`CARRIED_PENDING_ROWS` input rows writes its

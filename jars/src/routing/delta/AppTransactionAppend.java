@@ -91,30 +91,14 @@ public final class AppTransactionAppend {
       boolean sharedTable) {
     DeltaLog log = DeltaLog.forTable(spark, path);
     DeltaOptions deltaOptions = new DeltaOptions(scalaMap(options), spark.sessionState().conf());
-    scala.collection.immutable.Map<String, String> properties =
-        DeltaConfigs$.MODULE$.validateConfigurations(scalaMap(tableProperties(options)));
     Seq<String> partitions = CollectionConverters.asScala(partitionBy).toList();
     WriteIntoDelta write =
-        new WriteIntoDelta(
-            log,
-            SaveMode.Append,
-            deltaOptions,
-            partitions,
-            properties,
-            data,
-            Option.empty(),
-            Option.empty(),
-            false);
+        writeInto(log, data, deltaOptions, partitions, tableProperties(options));
     DeltaOperations.Write operation = appendOperation(partitions, deltaOptions);
     OptimisticTransaction txn =
-        new JobTransaction(log, Option.empty(), deferCheckpoint, sharedTable);
-    String appId = options.get("txnAppId");
-    if (appId != null) {
-      long txnVersion = Long.parseLong(options.get("txnVersion"));
-      if (committedSince(log, appId, txnVersion, checkedVersion, txn.readVersion())) {
-        return SKIPPED;
-      }
-      txn.readTxn().addOne(appId); // Delta's conflict check now covers the app transaction
+        transaction(log, options, checkedVersion, deferCheckpoint, sharedTable);
+    if (txn == null) {
+      return SKIPPED;
     }
     OptimisticTransaction$.MODULE$.setActive(txn);
     try {
@@ -125,6 +109,49 @@ public final class AppTransactionAppend {
     } finally {
       OptimisticTransaction$.MODULE$.clearActive();
     }
+  }
+
+  /** Delta's write of {@code data} into the table of {@code log}, as its data source makes one. */
+  static WriteIntoDelta writeInto(
+      DeltaLog log,
+      Dataset<Row> data,
+      DeltaOptions options,
+      Seq<String> partitions,
+      Map<String, String> properties) {
+    return new WriteIntoDelta(
+        log,
+        SaveMode.Append,
+        options,
+        partitions,
+        DeltaConfigs$.MODULE$.validateConfigurations(scalaMap(properties)),
+        data,
+        Option.empty(),
+        Option.empty(),
+        false);
+  }
+
+  /**
+   * The job's transaction on the table of {@code log} ({@link JobTransaction}), which has read
+   * the app transaction of {@code options} if they name one; null when a commit after {@code
+   * checkedVersion} carries that transaction already.
+   */
+  static OptimisticTransaction transaction(
+      DeltaLog log,
+      Map<String, String> options,
+      long checkedVersion,
+      boolean deferCheckpoint,
+      boolean sharedTable) {
+    OptimisticTransaction txn =
+        new JobTransaction(log, Option.empty(), deferCheckpoint, sharedTable);
+    String appId = options.get("txnAppId");
+    if (appId != null) {
+      long txnVersion = Long.parseLong(options.get("txnVersion"));
+      if (committedSince(log, appId, txnVersion, checkedVersion, txn.readVersion())) {
+        return null;
+      }
+      txn.readTxn().addOne(appId); // Delta's conflict check now covers the app transaction
+    }
+    return txn;
   }
 
   /** The options named {@code delta.*}: the properties of a table an append creates. */
@@ -140,12 +167,18 @@ public final class AppTransactionAppend {
 
   /** The operation an append's commit records, as Delta's writer records it. */
   static DeltaOperations.Write appendOperation(Seq<String> partitions, DeltaOptions options) {
+    return writeOperation(SaveMode.Append, partitions, Option.empty(), options);
+  }
+
+  /** The operation a write's commit records ({@code predicate}: the rows it replaced, if any). */
+  static DeltaOperations.Write writeOperation(
+      SaveMode mode, Seq<String> partitions, Option<String> predicate, DeltaOptions options) {
     Option<Object> mergeSchema =
         options.canMergeSchema() ? Option.apply(Boolean.TRUE) : Option.empty();
     return new DeltaOperations.Write(
-        SaveMode.Append,
+        mode,
         Option.apply(partitions),
-        Option.empty(),
+        predicate,
         options.userMetadata(),
         Option.empty(),
         Option.empty(),
