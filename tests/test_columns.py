@@ -19,12 +19,9 @@ def frames(spark, n: int, *, swapped: bool = True) -> list:
     return out
 
 
-def union_depth(frame) -> int:
-    """How deep unions nest in ``frame``'s plan as built (before Spark flattens them)."""
-    tree = frame._jdf.queryExecution().logical().treeString()
-    depths = [len(line) - len(line.lstrip(" :+-")) for line in tree.splitlines() if "Union" in line]
-    levels = sorted(set(depths))
-    return len(levels)
+def root(frame):
+    """The root of ``frame``'s plan as built (before Spark's analyzer and optimizer)."""
+    return frame._jdf.queryExecution().logical()
 
 
 def test_union_by_name_matches_columns_by_name(spark):
@@ -32,11 +29,18 @@ def test_union_by_name_matches_columns_by_name(spark):
     assert_rows_equal(union_by_name(frames(spark, 5)), expected, order_by=["id"])
 
 
-def test_union_by_name_nests_as_a_balanced_tree(spark):
-    """Eight frames are joined pairwise in three levels. A left-deep chain is one union that
-    Spark grows frame by frame and analyses again at each step (one level here)."""
-    assert union_depth(union_by_name(frames(spark, 8))) == 3
-    assert union_depth(union_by_name(frames(spark, 1))) == 0
+def test_union_by_name_is_one_union_of_every_frame(spark):
+    """Eight frames are one union of eight: analysed once, where ``unionByName`` pair by pair
+    analyses every pair it makes twice."""
+    union = root(union_by_name(frames(spark, 8)))
+    assert (union.nodeName(), union.children().size()) == ("Union", 8)
+    assert root(union_by_name(frames(spark, 1))).nodeName() != "Union"
+
+
+def test_union_by_name_keeps_every_row_of_a_frame_given_twice(spark):
+    one, two = frames(spark, 2)
+    expected = spark.createDataFrame([(0, "r0"), (0, "r0"), (1, "r1")], "id long, name string")
+    assert_rows_equal(union_by_name([one, two, one]), expected, order_by=["id"])
 
 
 def test_union_by_name_fills_missing_columns_when_allowed(spark):
@@ -56,7 +60,15 @@ def test_union_by_name_needs_a_frame():
 def test_union_all_skips_missing_frames(spark):
     one, two = frames(spark, 2, swapped=False)
     assert union_all([None, None]) is None
+    assert union_all([None, one]) is one
     assert_rows_equal(union_all([one, None, two]), one.unionByName(two), order_by=["id"])
+
+
+def test_union_all_narrows_to_the_shuffle_partitions(spark):
+    many = [frame.repartition(3) for frame in frames(spark, 4)]
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    assert union_by_name(many).rdd.getNumPartitions() == 12
+    assert union_all(many).rdd.getNumPartitions() == min(partitions, 12)
 
 
 def test_broadcasts_by_size_follows_the_threshold(spark):

@@ -595,15 +595,16 @@ class KeptRows:
 
     def tagged(self, tables: Sequence[str], names: Sequence[str]) -> DataFrame | None:
         """The kept rows of ``tables``, with the columns ``names`` (None: no frame holds one)."""
+        rows = F.col(TABLE) == tables[0] if len(tables) == 1 else is_in(F.col(TABLE), tables)
+        # a frame holding no other table's rows is read whole: a filter is one analysis more
         holding = [
-            k
+            k if set(tables_written(n)) <= set(tables) else k.where(rows)
             for k, n in zip(self.frames, self.counts, strict=True)
             if any(n.get(t) for t in tables)
         ]
         if not holding:
             return None
-        rows = F.col(TABLE) == tables[0] if len(tables) == 1 else is_in(F.col(TABLE), tables)
-        return union_by_name([k.where(rows).select(*names) for k in holding])
+        return union_by_name([k.select(*names) for k in holding])
 
     def hand_over(self, table: str) -> tuple[DataFrame, Scratch] | None:
         """:meth:`rows` of ``table`` and a scratch holding the frames they are read from,

@@ -10,6 +10,7 @@ from pyspark import SparkContext
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.classic.column import Column as ClassicColumn
+from pyspark.sql.classic.dataframe import DataFrame as ClassicFrame
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import DataType, MapType, StructType
 
@@ -79,22 +80,19 @@ def broadcasts_by_size(spark: SparkSession) -> bool:
 
 
 def union_by_name(frames: Sequence[DataFrame], *, allow_missing: bool = False) -> DataFrame:
-    """The rows of every frame (at least one), by name, as a balanced tree of unions.
+    """The rows of every frame (at least one), by name, as one union: analysed once.
 
-    Each ``unionByName`` analyses the plan it makes. A chain grows one union frame by
-    frame, so n frames cost n analyses of ever larger unions: 5.3 s to build 192, and
-    seconds of a batch of 64 routing passes. Halves joined pairwise put each frame in
-    about log2(n) analyses (192 frames: 0.7 s); the optimizer flattens them alike.
+    ``unionByName`` analyses the plan it makes twice (to match the names, then again with
+    nested unions flattened), so a union of n frames built pair by pair is 2(n - 1)
+    analyses, each over every frame's plan: a chain of 192 frames took 5.3 s to build. One
+    n-ary union node made in the JVM is analysed once, the names matched frame by frame as
+    ``unionByName`` matches them, and the optimizer plans it as it plans the pairs.
     """
     if not frames:
         raise ValueError("union_by_name: expected at least one frame")
     if len(frames) == 1:
         return frames[0]
-    middle = len(frames) // 2
-    return union_by_name(frames[:middle], allow_missing=allow_missing).unionByName(
-        union_by_name(frames[middle:], allow_missing=allow_missing),
-        allowMissingColumns=allow_missing,
-    )
+    return _union(frames, allow_missing=allow_missing)
 
 
 def union_all(frames: Iterable[DataFrame | None]) -> DataFrame | None:
@@ -102,16 +100,32 @@ def union_all(frames: Iterable[DataFrame | None]) -> DataFrame | None:
 
     A union has the partitions of all its inputs: the union of a batch's many routing
     passes is narrowed to ``spark.sql.shuffle.partitions`` partitions (no shuffle), or
-    every stage reading it would run hundreds of near-empty tasks.
+    every stage reading it would run hundreds of near-empty tasks. The narrowing is part
+    of the union's plan, analysed with it.
     """
     present = [f for f in frames if f is not None]
     if not present:
         return None
-    union = union_by_name(present)
     if len(present) == 1:
-        return union
-    partitions = shuffle_partitions(union.sparkSession)
-    return union.coalesce(max(partitions, 1))
+        return present[0]
+    return _union(present, partitions=max(shuffle_partitions(present[0].sparkSession), 1))
+
+
+def _union(
+    frames: Sequence[DataFrame], *, allow_missing: bool = False, partitions: int | None = None
+) -> DataFrame:
+    """A by-name ``Union`` of the frames' plans (coalesced to ``partitions``, if given) as
+    one frame: one analysis, where the Dataset API makes two a pair of frames."""
+    spark = frames[0].sparkSession
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None  # a classic session's frames
+    logical = jvm.org.apache.spark.sql.catalyst.plans.logical
+    children = jvm.PythonUtils.toSeq([f._jdf.logicalPlan() for f in frames])
+    plan = logical.Union(children, True, allow_missing)
+    if partitions is not None:
+        plan = logical.Repartition(partitions, False, plan)
+    session = spark._jsparkSession
+    return ClassicFrame(jvm.org.apache.spark.sql.classic.Dataset.ofRows(session, plan), spark)
 
 
 def union_of(frames: Iterable[DataFrame | None]) -> DataFrame:

@@ -212,7 +212,6 @@ def fold(
     rows = scratch.keep(
         in_order(joined, KEY, ORDER)
         .join(facts.drop(*read), "queue", "left")
-        .withColumn("_exhausted", F.col(sequences.ROLLBACK) & F.col(sequences.ENDS))
         .transform(_with_ending(queue_addresses))
     )
     # Each output below reads the checkpointed rows once, whatever its kinds of row: a
@@ -391,11 +390,12 @@ def _with_ending(queue_addresses: Mapping[str, str]):
     goes to (null: no copy — ACK, or nowhere to go); ``_target_queue`` for MOVE/RETRY;
     ``_end_status`` the queue row's status; ``_journal_event``; ``_why`` the reason.
     """
+    exhausted = F.col(sequences.ROLLBACK) & F.col(sequences.ENDS)
     end = (
         F.when(F.col(KIND) == EXPIRE_KIND, F.lit(EXPIRY))
         .when(
             F.col(KIND) == DELIVERY_KIND,
-            F.when(F.col("_exhausted"), F.lit(DEAD_LETTER)).otherwise(F.lit(ACK)),
+            F.when(exhausted, F.lit(DEAD_LETTER)).otherwise(F.lit(ACK)),
         )
         .when(F.col("op") == OP_MOVE, F.lit(MOVE))
         .when(F.col("op") == OP_RETRY, F.lit(RETRY))
@@ -440,13 +440,11 @@ def _with_ending(queue_addresses: Mapping[str, str]):
     )
 
     def transform(rows: DataFrame) -> DataFrame:
+        # one projection a layer: each column of a layer reads only the layers before it
         return (
             rows.withColumn(END, end)
-            .withColumn(TARGET, target)
-            .withColumn(TARGET_QUEUE, target_queue)
-            .withColumn("_end_status", status)
-            .withColumn("_journal_event", event)
-            .withColumn("_why", why)
+            .withColumns({TARGET: target, TARGET_QUEUE: target_queue})
+            .withColumns({"_end_status": status, "_journal_event": event, "_why": why})
         )
 
     return transform

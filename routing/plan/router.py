@@ -41,7 +41,7 @@ session creates nothing, and with the settings false the row has no route.
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property, reduce
 
@@ -528,11 +528,15 @@ class Router:
             F.col(bindings.MAX_EXPIRY_DELAY),
         )
 
-    def _joined(self, rows: DataFrame, table: DataFrame) -> DataFrame:
+    def _joined(
+        self, rows: DataFrame, table: DataFrame, columns: Mapping[str, Column] | None = None
+    ) -> DataFrame:
         """``rows`` with their address's row of the binding table (a copy made by the
-        previous pass takes its table, ``_source``, from there)."""
+        previous pass takes its table, ``_source``, from there), and ``columns`` computed
+        from them in the same projection."""
         joined = rows.join(F.broadcast(table), "address", "left")
-        return joined.withColumn(SOURCE, F.coalesce(F.col(SOURCE), F.col(bindings.SOURCE)))
+        source = F.coalesce(F.col(SOURCE), F.col(bindings.SOURCE))
+        return joined.withColumns({SOURCE: source, **(columns or {})})
 
     def _without_table(self, rows: DataFrame) -> DataFrame:
         return rows.drop(*[c for c in self.table.schema.names if c != "address"])
@@ -640,8 +644,7 @@ class Router:
         # one projection: each column computed from the rows as they came
         entered |= {"expiration": self._expiration}
         rows = (
-            self._joined(rows, table)
-            .withColumns(entered)
+            self._joined(rows, table, entered)
             .withColumns(self._matched)
             .withColumn(_EXCLUSIVE, self._exclusive)
         )
