@@ -52,6 +52,16 @@ def test_union_by_name_fills_missing_columns_when_allowed(spark):
         union_by_name([some, fewer]).collect()
 
 
+def test_union_by_name_fills_a_column_only_a_later_frame_has(spark):
+    fewer = spark.createDataFrame([(1,)], "id long")
+    more = spark.createDataFrame([("b", 2, True)], "name string, id long, late boolean")
+    expected = spark.createDataFrame(
+        [(1, None, None), (2, "b", True), (3, None, None)], "id long, name string, late boolean"
+    )
+    unioned = union_by_name([fewer, more, fewer.withColumn("id", fewer.id + 2)], allow_missing=True)
+    assert_rows_equal(unioned, expected, order_by=["id"])
+
+
 def test_union_by_name_needs_a_frame():
     with pytest.raises(ValueError, match="at least one frame"):
         union_by_name([])

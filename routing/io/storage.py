@@ -953,7 +953,7 @@ class CarriedProducerIds:
 
     def rows(self) -> DataFrame:
         """Every producer id of the table at ``version`` (``PRODUCER_ID`` rows)."""
-        return self.base if self.added is None else self.base.unionByName(self.added)
+        return self.base if self.added is None else union_by_name([self.base, self.added])
 
 
 @dataclass(frozen=True)
@@ -1269,9 +1269,9 @@ class DeltaStorage:
                     previous = None  # its frames are the new carried rows'
                     return
             key = list(KEY)
+            anti = read.join(F.broadcast(queue.rows.select(*key)), key, "left_anti")
             cached = (
-                read.join(F.broadcast(queue.rows.select(*key)), key, "left_anti")
-                .unionByName(queue.rows.where(_in_pending()))
+                union_by_name([anti, queue.rows.where(_in_pending())])
                 .select(*schemas.QUEUE_MESSAGE.names)
                 .persist(StorageLevel.MEMORY_AND_DISK)
             )
@@ -1325,7 +1325,9 @@ class DeltaStorage:
                 self._drop_ids()
                 return
             scratch = Scratch()
-            added = scratch.keep(ids if carried.added is None else carried.added.unionByName(ids))
+            added = scratch.keep(
+                ids if carried.added is None else union_by_name([carried.added, ids])
+            )
             carried.scratch.release()
             self._ids = CarriedProducerIds(
                 version,

@@ -304,7 +304,7 @@ def take_turns(
     else:
         turns = keep(whole_groups(requests, groups))
     ends = turns.where(F.col("position").isNotNull()).select("group", "position")
-    after = positions.join(ends, "group", "left_anti").unionByName(ends)
+    after = union_by_name([positions.join(ends, "group", "left_anti"), ends])
     return turns.where(F.col("message_id").isNotNull()), after
 
 
