@@ -60,7 +60,7 @@ from routing.io.delta_tables import (
 from routing.io.jvm import java_map, jvm_class
 from routing.io.lake import Lake
 from routing.plan import schemas
-from routing.plan._columns import is_in, local_frame, shuffle_partitions, union_by_name
+from routing.plan._columns import is_in, local_frame, shuffle_partitions, union_by_name, union_of
 from routing.plan.batch import BatchResult, batch_value, batch_values
 from routing.plan.deliveries import KEY
 from routing.plan.expiry import Expirations, earliest_expiration
@@ -1437,7 +1437,8 @@ class DeltaStorage:
             return False
         key = list(KEY)
         kept = carried.rows.join(F.broadcast(queue.rows.select(*key)), key, "left_anti")
-        rows = union_by_name([kept, queue.rows]).select(*schemas.QUEUE_MESSAGE.names)
+        # narrowed to the shuffle partitions: each task writes a file
+        rows = union_of([kept, queue.rows]).select(*schemas.QUEUE_MESSAGE.names)
         options = append_options(
             rows.columns, app_id=app_id, txn_version=batch_id, user_metadata=state.to_json()
         )
@@ -1446,7 +1447,7 @@ class DeltaStorage:
         column, value = schemas.QUEUE_MESSAGES_PARTITION, schemas.PENDING
         due = replace.replace(
             spark._jsparkSession,
-            rows.coalesce(max(shuffle_partitions(spark), 1))._jdf,
+            rows._jdf,
             location,
             java_map(spark, options),
             [column],

@@ -665,11 +665,7 @@ class Router:
         if self.topology.auto_queues:
             result.decided.append(Decided(decided, at, created))
 
-        entries = (
-            decided.where(F.size(_QUEUES) > 0)
-            .select(*schemas.MESSAGE.names, RANK, F.explode(_QUEUES).alias("queue"))
-            .select(*self._entry)
-        )
+        entries = decided.where(F.size(_QUEUES) > 0).select(*self._entry)
         result.entries.append(entries)
         result.journal.append(entries.select(*self._journal[journal.ROUTED]))
 
@@ -734,11 +730,12 @@ class Router:
 
     @cached_property
     def _entry(self) -> list[Column]:
-        """The PENDING queue row (QUEUE_ROW) of a row and one of the ``queue``s it enters,
-        and its :data:`RANK` (at which rank of its instant it entered)."""
+        """The PENDING queue row (QUEUE_ROW) of a row and each of the ``_queues`` it enters
+        (one projection, the queues exploded in it), and its :data:`RANK` (at which rank of
+        its instant it entered)."""
         return [
             *map(F.col, schemas.MESSAGE.names),
-            F.col("queue"),
+            F.explode(_QUEUES).alias("queue"),
             F.lit(schemas.PENDING).alias("status"),
             F.lit(0).alias("delivery_count"),
             F.lit(None).cast("timestamp").alias("redeliver_at"),
