@@ -880,8 +880,7 @@ class CarriedPending:
 
     @cached_property
     def rows(self) -> DataFrame:
-        unioned = union_by_name(list(self.parts))
-        return unioned.coalesce(max(shuffle_partitions(unioned.sparkSession), 1))
+        return union_of(self.parts)
 
     def extended(self, written: QueueRows, version: int) -> CarriedPending | None:
         """These rows and the PENDING ones ``written`` by a batch that started from them:

@@ -45,7 +45,7 @@ from routing.broker.properties import BOOLEAN, DOUBLE, LONG
 from routing.io.lake import Lake
 from routing.io.storage import TABLE, append_tables
 from routing.plan import schemas
-from routing.plan._columns import case_of, literal_map, shuffle_partitions
+from routing.plan._columns import case_of, literal_map, shuffle_partitions, union_by_name
 from routing.plan.bindings import source_of
 from routing.plan.normalise import KINDS as INPUT_KINDS
 
@@ -357,11 +357,7 @@ def checked(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
     frames = ([_json_records(spark, jsonl)] if jsonl else []) + (
         [_parquet_records(spark, parquet)] if parquet else []
     )
-    records = (
-        frames[0]
-        if len(frames) == 1
-        else frames[0].unionByName(frames[1], allowMissingColumns=True)
-    )
+    records = union_by_name(frames, allow_missing=True)
     columns = records.columns
     sent_at, sent_reason = _time("sent_at", columns)
     expiration, expiration_reason = _time("expiration", columns)
