@@ -1,5 +1,11 @@
 """Where each table of the lake lives (SPEC §3), rooted at a directory or URI.
 
+The job reads its tables' Delta logs, its checkpoints and its lock as files: it routes a
+lake in a folder of this machine's file system (a shared file system mounted at the same
+path on every node of a cluster). A ``file:`` URI names such a folder; a lake at the URI
+of another file system (``s3a://``, ``hdfs://``) is refused by the jobs before they write
+anything (:attr:`Lake.is_local`).
+
 The names are :mod:`routing.broker.layout`'s; :meth:`Lake.address_sources` lists the
 ``addresses/`` folder and looks into its tables' logs, the only I/O here.
 """
@@ -12,6 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from tempfile import gettempdir
+from urllib.parse import unquote
 
 from routing.broker.layout import (
     ADDRESSES,
@@ -27,7 +34,24 @@ from routing.broker.layout import (
 )
 from routing.io.delta_tables import log_version
 
-__all__ = ["Lake"]
+__all__ = ["Lake", "local_path"]
+
+
+def local_path(location: str) -> str | None:
+    """``location``'s path in the local file system: a plain path, or a ``file:`` URI's
+    (``file:///x``, ``file:/x``, ``file://localhost/x``); None for a URI of another file
+    system."""
+    scheme, colon, rest = location.partition(":")
+    if not colon or len(scheme) < 2:  # a plain path (a Windows drive letter too)
+        return location
+    if scheme != "file":
+        return None
+    if rest.startswith("//"):
+        host, _, path = rest[2:].partition("/")
+        if host not in ("", "localhost"):
+            return None
+        rest = "/" + path
+    return unquote(rest)
 
 
 @dataclass(frozen=True)
@@ -38,7 +62,16 @@ class Lake:
 
     @classmethod
     def at(cls, root: str | os.PathLike[str]) -> Lake:
-        return cls(str(Path(root).absolute()) if "://" not in str(root) else str(root))
+        """The lake at ``root``: a folder (a path or a ``file:`` URI, made absolute), or
+        the URI of another file system, kept as it is."""
+        local = local_path(str(root))
+        return cls(str(Path(local).absolute()) if local is not None else str(root))
+
+    @property
+    def is_local(self) -> bool:
+        """The lake is a folder of the local file system, which the job can route: it reads
+        the tables' logs, its checkpoints and its lock as files."""
+        return local_path(self.root) is not None
 
     def table(self, relative: str) -> str:
         """Absolute path of a table given by its path in the lake (``deliveries``, ``addresses/x``)."""
@@ -75,7 +108,7 @@ class Lake:
     def log_file(self, job: str, started: datetime) -> Path:
         """The file a run of ``job`` started at ``started`` logs to: in the lake's ``_logs``
         when the lake is a local folder, else in the system's temporary folder."""
-        folder = Path(self.table(LOGS)) if "://" not in self.root else Path(gettempdir())
+        folder = Path(self.table(LOGS)) if self.is_local else Path(gettempdir())
         return folder / f"{job}-{started.astimezone(UTC):%Y%m%dT%H%M%SZ}.log"
 
     def checkpoint(self, query: str) -> str:

@@ -42,7 +42,6 @@ from functools import cache, lru_cache, partial
 from itertools import groupby
 from pathlib import PurePath
 from typing import ClassVar
-from urllib.parse import unquote
 
 import pyarrow as pa
 from deltalake.exceptions import DeltaError
@@ -362,17 +361,7 @@ def reads_by_arrow(spark: SparkSession, locations: Sequence[str], rows: int | No
     )
     if reader == "auto" and not many_small:
         return False
-    return all(_local_path(location) is not None for location in locations)
-
-
-def _local_path(location: str) -> str | None:
-    """``location``'s path in the local file system (None: a URI of another file system)."""
-    scheme, colon, rest = location.partition(":")
-    if not colon or len(scheme) < 2:  # a plain path (a Windows drive letter too)
-        return location
-    if scheme != "file":
-        return None
-    return unquote(rest[2:] if rest.startswith("//") else rest)
+    return all(lake.local_path(location) is not None for location in locations)
 
 
 def arrow_files(
@@ -394,7 +383,7 @@ def arrow_files(
     # each file's folder and name as the slices name them, for the slices' join
     files = local_frame(
         spark,
-        [(_local_path(location), *_folder_and_name(location)) for location in locations],
+        [(lake.local_path(location), *_folder_and_name(location)) for location in locations],
         StructType([StructField(name, StringType()) for name in ("path", "folder", "name")]),
     )
     parallelism = max(1, min(len(locations), spark.sparkContext.defaultParallelism))

@@ -97,7 +97,7 @@ class WriterLock:
         """Hold ``lake`` for ``job``, or raise :class:`LakeBusy` naming who holds it.
 
         Takes nothing (and says so in the log) for a lake at a URI."""
-        if "://" in lake.root:
+        if not lake.is_local:
             log.warning("%s is not a local folder: one writer per lake is not enforced", lake.root)
             return cls(lake, None)
         path = Path(lake.table(WRITER_LOCK))

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from routing.broker.filters import FilterSyntaxError, parse_filter
@@ -364,7 +364,7 @@ def _plan_batch(
     positions = positions_frame(spark, state.positions)
     old = pending.select(*QUEUE_ROW)
     if reads.pending and _named_only(facts, clock, pending_expirations):
-        old = old.where(IdRanges.of(facts, "events").holds(F.col("message_id")))
+        old = old.where(facts.event_ids.holds(F.col("message_id")))
     waiting = inputs.by_id
     journals: list[DataFrame] = []
     rejected: list[DataFrame] = []  # by routing and the fold
@@ -536,15 +536,35 @@ def _plan_batch(
     return batch, holds, requests_made
 
 
-def batch_facts(classified: DataFrame, expected: list[str]) -> Row:
-    """What the plan needs to know of the batch's classified rows before it plans (one
-    action): the latest event time, the operators' filters, the counts that say which
-    reads can find nothing, and the addresses the batch's messages are at.
+@dataclass(frozen=True)
+class BatchFacts:
+    """What the plan needs to know of the batch's classified rows before it plans
+    (:func:`batch_facts`): the latest event time (µs), the operators' filters, the counts
+    that say which reads can find nothing, and the addresses the batch's messages are at."""
+
+    latest: int | None
+    filters: tuple[str, ...]
+    rows: int
+    own_copies: int
+    routed: int
+    earliest_expiration: int | None
+    addresses: frozenset[str]
+    events: int
+    copy_events: int
+    filter_ops: int
+    refused: int
+    event_ids: IdRanges
+    expecting: int
+
+
+def batch_facts(classified: DataFrame, expected: list[str]) -> BatchFacts:
+    """The :class:`BatchFacts` of the classified rows (one action).
 
     :param expected: auto-created queues the events may name before the plan knows them
         (``expecting`` counts the events that do).
     """
-    return classified.agg(
+    event = ~is_message_row()
+    found = classified.agg(
         F.max(F.unix_micros(F.coalesce("sent_at", "at"))).alias("latest"),
         F.collect_set(F.when(F.col("source") == MANAGEMENT, F.col("filter"))).alias("filters"),
         F.count(F.lit(1)).alias("rows"),
@@ -552,17 +572,32 @@ def batch_facts(classified: DataFrame, expected: list[str]) -> Row:
         F.count_if(to_route()).alias("routed"),
         earliest_expiration(to_route()).alias("earliest_expiration"),
         F.collect_set(F.when(to_route(), F.col("address"))).alias("addresses"),
-        F.count_if(~is_message_row()).alias("events"),
-        F.count_if(~is_message_row() & (F.col("message_id") >= COPY_ID_BASE)).alias("copy_events"),
+        F.count_if(event).alias("events"),
+        F.count_if(event & (F.col("message_id") >= COPY_ID_BASE)).alias("copy_events"),
         F.count_if((F.col("source") == MANAGEMENT) & F.col("message_id").isNull()).alias(
             "filter_ops"
         ),
         F.count_if(F.col(REASON).isNotNull()).alias("refused"),
-        *IdRanges.aggregates(F.when(~is_message_row(), F.col("message_id")), "events"),
+        *IdRanges.aggregates(F.when(event, F.col("message_id")), "events"),
         F.count_if(
-            ~is_message_row() & (F.col("queue").isin(*expected) | F.col("to_queue").isin(*expected))
+            event & (F.col("queue").isin(*expected) | F.col("to_queue").isin(*expected))
         ).alias("expecting"),
     ).collect()[0]  # an aggregate without groups: exactly one row
+    return BatchFacts(
+        latest=found.latest,
+        filters=tuple(sorted(found.filters)),
+        rows=found.rows,
+        own_copies=found.own_copies,
+        routed=found.routed,
+        earliest_expiration=found.earliest_expiration,
+        addresses=frozenset(found.addresses),
+        events=found.events,
+        copy_events=found.copy_events,
+        filter_ops=found.filter_ops,
+        refused=found.refused,
+        event_ids=IdRanges.of(found, "events"),
+        expecting=found.expecting,
+    )
 
 
 def rows_written(
@@ -591,7 +626,9 @@ def _none_of(spark: SparkSession, schema: pa.Schema) -> DataFrame:
     return local_frame(spark, [], schemas.spark_schema(schema))
 
 
-def _may_expire(clock: int | None, facts: Row, router: Router, pending: Expirations | None) -> bool:
+def _may_expire(
+    clock: int | None, facts: BatchFacts, router: Router, pending: Expirations | None
+) -> bool:
     """Whether a message in play may expire by the lake ``clock``, as far as the batch knows
     without an action: the expirations of the PENDING rows it started from (``pending``;
     None: unknown), and of the rows it routes (``facts``: the earliest, and the addresses
@@ -604,7 +641,7 @@ def _may_expire(clock: int | None, facts: Row, router: Router, pending: Expirati
     return routed.due_by(clock) or router.may_set_expiration_from(facts.addresses)
 
 
-def _named_only(facts: Row, clock: int | None, pending: Expirations | None) -> bool:
+def _named_only(facts: BatchFacts, clock: int | None, pending: Expirations | None) -> bool:
     """Whether the batch changes only the PENDING rows of earlier batches that its
     deliveries and management rows name by id: no operator works by filter, and none of
     those rows may expire by the lake ``clock`` (their expirations ``pending`` known)."""

@@ -415,8 +415,7 @@ def lineage(messages: DataFrame, journal: DataFrame, message_id: int) -> DataFra
         "at",
     ]
     return (
-        on_path.select(*columns)
-        .unionByName(diverted)
+        union_by_name([on_path.select(*columns), diverted])
         .orderBy("hop", "at", _event_rank(), "queue")
         .select(*columns)
     )
