@@ -380,7 +380,7 @@ def _plan_batch(
     entering = inputs.messages
     # where the rows entering a round are: round 1's messages where the facts say, a later
     # round's copies where the moves before it sent them (the action that finds them says)
-    at = frozenset(facts.addresses)
+    at = facts.addresses
     # each pass's turn requests, numbered in the order the passes took them
     requests: list[DataFrame] = []
     turn_groups: Counter[str] = Counter()  # group -> the passes that took turns in it
