@@ -21,7 +21,7 @@ from types import FrameType
 from typing import TextIO
 
 from routing.io.lake import Lake
-from routing.io.writer_lock import LakeBusy, WriterLock
+from routing.io.writer_lock import LakeBusy, LakeNotLocal, WriterLock
 
 _HANDLER = "_jobs_handler"
 _MAX_LINE = 300
@@ -181,16 +181,11 @@ def take_lake(lake: Lake, job: str, err: TextIO) -> WriterLock | None:
     """The lake's writer lock for ``job`` (:mod:`routing.io.writer_lock`), or None after
     one line on ``err`` saying who holds it, or that the lake is not a local folder
     (:attr:`Lake.is_local`): the job must then write nothing."""
-    if not lake.is_local:
-        print(
-            f"lake error: {lake.root} is not a folder of this machine's file system; the job "
-            "reads the tables' Delta logs and its checkpoints as files: route a local or "
-            "mounted folder",
-            file=err,
-        )
-        return None
     try:
         return WriterLock.take(lake, job)
     except LakeBusy as busy:
         print(f"lake busy: {busy}", file=err)
+        return None
+    except LakeNotLocal as error:
+        print(f"lake error: {error}", file=err)
         return None

@@ -9,8 +9,9 @@ before it starts Spark, with who holds the lake.
 
 The lock is the operating system's (``flock``) on a file in the lake: the kernel drops
 it when its holder ends, however it ends, so a crashed job never blocks its restart,
-and there is no lease to wait out. It holds on local and NFSv4 folders; a lake at a
-URI (``s3://``) is not locked (a warning says so), and Delta's check stays the only one.
+and there is no lease to wait out. It holds on local and NFSv4 folders; a lake at another
+file system's URI (``s3a://``) is refused (:class:`LakeNotLocal`): the job reads its
+tables' logs and its checkpoints as files too.
 
 Example::
 
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import logging
 import os
 import socket
 from dataclasses import asdict, dataclass
@@ -33,9 +33,8 @@ from types import TracebackType
 from routing.broker.layout import WRITER_LOCK
 from routing.io.lake import Lake
 
-__all__ = ["Holder", "LakeBusy", "WriterLock"]
+__all__ = ["Holder", "LakeBusy", "LakeNotLocal", "WriterLock"]
 
-log = logging.getLogger(__name__)
 
 _HELD: set[str] = set()
 """Lock files this process holds: a job that runs another inside it (``jobs.replay`` runs
@@ -84,6 +83,17 @@ class LakeBusy(RuntimeError):
         self.holder = holder
 
 
+class LakeNotLocal(ValueError):
+    """The lake is not a folder of this machine's file system (:attr:`Lake.is_local`): the
+    job cannot lock it, nor read its tables' logs and its checkpoints."""
+
+    def __init__(self, lake: Lake) -> None:
+        super().__init__(
+            f"{lake.root} is not a folder of this machine's file system; the job reads the "
+            "tables' Delta logs and its checkpoints as files: route a local or mounted folder"
+        )
+
+
 class WriterLock:
     """The lake's writer lock, held from :meth:`take` until :meth:`release` (or the end of
     the process). A context manager."""
@@ -94,12 +104,10 @@ class WriterLock:
 
     @classmethod
     def take(cls, lake: Lake, job: str) -> WriterLock:
-        """Hold ``lake`` for ``job``, or raise :class:`LakeBusy` naming who holds it.
-
-        Takes nothing (and says so in the log) for a lake at a URI."""
+        """Hold ``lake`` for ``job``, or raise :class:`LakeBusy` naming who holds it, or
+        :class:`LakeNotLocal` for a lake at another file system's URI."""
         if not lake.is_local:
-            log.warning("%s is not a local folder: one writer per lake is not enforced", lake.root)
-            return cls(lake, None)
+            raise LakeNotLocal(lake)
         path = Path(lake.table(WRITER_LOCK))
         if str(path) in _HELD:
             return cls(lake, None)
