@@ -12,9 +12,14 @@ from pyspark.sql import SparkSession
 
 from jobs._logging import StopSignal, configure, session_log
 from routing.io.lake import Lake
-from routing.io.session import build_session, stop_session
+from routing.io.session import build_session, start_python_worker, stop_session
 
 log = logging.getLogger(__name__)
+
+PYTHON_WORKER_AHEAD = True
+"""A job starting a session of its own has its Python worker started as it starts
+(:func:`start_python_worker`), beside the first batch's planning; a session given to a job
+(a test's, a notebook's) is left as it is."""
 
 
 @contextmanager
@@ -52,6 +57,8 @@ def job_session(
                 raise
             log.debug("the session did not start: stopped as it started", exc_info=error)
             raise stop.interruption() from None  # SIGTERM to the group ends a JVM starting
+        if own and PYTHON_WORKER_AHEAD:
+            start_python_worker(session)
         # a SparkContext takes SIGINT for a handler of its own as it starts: ``stop``'s again
         with _recording(stop):
             try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +21,7 @@ from pyspark.sql import SparkSession
 
 from routing.io.jvm import jvm_class
 from routing.plan._columns import shuffle_partitions
+from routing.plan.workers import worker_ready
 
 log = logging.getLogger(__name__)
 
@@ -403,6 +405,23 @@ def _ignore_terminate(jvm: JVMView) -> None:
     failed talking to it. The JVM still exits when its driver does (its stdin closes)."""
     signals = jvm.sun.misc
     signals.Signal.handle(signals.Signal("TERM"), signals.SignalHandler.SIG_IGN)
+
+
+def start_python_worker(spark: SparkSession) -> threading.Thread:
+    """Have ``spark``'s first Python worker started now, on a thread of its own
+    (:mod:`routing.plan.workers`): a job's first batch then finds it ready rather than
+    waiting about a second for it, while its driver plans on the other core. The worker's
+    query ends with the session if the job ends first; it never fails the job."""
+
+    def start() -> None:
+        try:
+            worker_ready(spark).collect()
+        except Exception as error:  # a session stopped under it, or no worker to start
+            log.debug("the Python worker was not started ahead", exc_info=error)
+
+    thread = threading.Thread(target=start, name="python-worker-ahead", daemon=True)
+    thread.start()
+    return thread
 
 
 def stop_session(spark: SparkSession) -> None:
