@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +34,9 @@ from routing.broker.ids import copy_id_py
 from routing.broker.state import JobState
 from routing.io.lake import Lake
 from routing.io.storage import DeltaStorage
+from routing.plan.assumptions import holds
 from routing.plan.batch import BatchResult
-from routing.plan.engine import _asked_under, _holds, run_batch
+from routing.plan.engine import run_batch
 from routing.plan.router import Router
 from routing.plan.scratch import Scratch
 from tests.lakeio import at, rows
@@ -234,12 +236,17 @@ def test_the_holds_check_reads_only_decisions_made_under_other_moments(spark):
     frame with a row, which the check would take for a changed decision)."""
     final = {"DLQ.audit.all": (micros(9), 2)}
 
-    def changed(moments: dict) -> DataFrame:
-        return spark.range(1)
+    @dataclass(frozen=True)
+    class Decisions:
+        seen: dict | None
 
-    assert _holds([_asked_under(dict(final), changed)], final)
-    assert not _holds([_asked_under({}, changed)], final)
-    assert not _holds([_asked_under({"DLQ.audit.all": (micros(9), 3)}, changed)], final)
+        def changed(self, moments: dict) -> DataFrame:
+            return spark.range(1)
+
+    assert holds([Decisions(dict(final))], final)
+    assert not holds([Decisions({})], final)
+    assert not holds([Decisions({"DLQ.audit.all": (micros(9), 3)})], final)
+    assert not holds([Decisions(None)], final)  # read whatever the moments
 
 
 def test_a_routing_pass_asks_only_where_its_rows_can_be(spark):

@@ -28,8 +28,8 @@ per table.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -41,7 +41,16 @@ from routing.broker.layout import MANAGEMENT
 from routing.broker.state import JobState
 from routing.broker.topology import MESSAGE_RANK, Created, Topology
 from routing.plan import schemas
-from routing.plan._columns import is_in, literal_map, local_frame, union_all, union_of
+from routing.plan._columns import literal_map, local_frame, union_all, union_of
+from routing.plan.assumptions import (
+    Asked,
+    EndingDecisions,
+    EventChecks,
+    Existence,
+    RoutingDecisions,
+    holds,
+    retry_bound,
+)
 from routing.plan.batch import BatchResult, batch_value, batch_values
 from routing.plan.breadcrumbs import ORIG_ADDRESS
 from routing.plan.deliveries import (
@@ -55,17 +64,16 @@ from routing.plan.deliveries import (
     MANAGEMENT_KIND,
     O_ROW,
     O_VERSION,
-    RETRY_QUEUE,
     TO_QUEUE,
+    Folded,
     copies_of,
-    endings_seen_differently,
     fold,
     fold_state,
     no_pending_message,
     rejected_events,
 )
 from routing.plan.expiry import Expirations, earliest_expiration, expires_at
-from routing.plan.facts import bound_since, exists_at, queue_facts
+from routing.plan.facts import queue_facts
 from routing.plan.filters import matches
 from routing.plan.id_ranges import WHOLE, IdRanges, ReadsById
 from routing.plan.inputs import (
@@ -73,12 +81,11 @@ from routing.plan.inputs import (
     REASON,
     classify,
     is_message_row,
-    queues_seen_differently,
     reclassify,
     split,
     to_route,
 )
-from routing.plan.router import RANK, Decided, Router
+from routing.plan.router import RANK, Routed, Router
 from routing.plan.scratch import Scratch
 from routing.plan.turns import positions_frame
 
@@ -246,6 +253,54 @@ class Foreseen:
     positions: DataFrame
 
 
+@dataclass
+class Rounds:
+    """What a plan's rounds have made so far: each output as the frames it is the union of,
+    the steps whose decisions depend on the creation moments, and the turns taken."""
+
+    events: EventChecks  # classify's checks of the events' queues
+    rounds: int = 0
+    # the routing passes' and the folds' decisions that depend on the creation moments
+    decisions: list[Asked] = field(default_factory=list)
+    entries: list[DataFrame | None] = field(default_factory=list)  # each round's new queue rows
+    updated: list[DataFrame] = field(default_factory=list)  # each fold's changed rows
+    journal: list[DataFrame] = field(default_factory=list)
+    rejected: list[DataFrame] = field(default_factory=list)  # by routing and the folds
+    unmatched: list[DataFrame] = field(default_factory=list)  # rejected at the end
+    copies: list[DataFrame] = field(default_factory=list)  # rows for the address tables
+    # each pass's turn requests, numbered (_PASS) in the order the passes took them
+    requests: list[DataFrame] = field(default_factory=list)
+    turn_groups: Counter[str] = field(default_factory=Counter)  # group -> passes taking turns
+    # auto-created queues created, each with the moment of a row that created it
+    found: list[tuple[str, tuple[int, int]]] = field(default_factory=list)
+
+    @property
+    def asked(self) -> list[Asked]:
+        """Every step whose decisions depend on the creation moments (:func:`holds`)."""
+        return [self.events, *self.decisions]
+
+    def add_routed(self, routed: Routed, router: Router) -> None:
+        """A round's routing passes."""
+        self.decisions += [RoutingDecisions(router, d) for d in routed.decided]
+        first = len(self.requests)
+        self.requests += [
+            r.withColumn(_PASS, F.lit(first + i)) for i, r in enumerate(routed.requests)
+        ]
+        self.turn_groups.update(g for groups in routed.turn_groups for g in groups)
+        self.journal += routed.journal
+        self.rejected += routed.rejected
+        self.copies += routed.copies
+
+    def add_folded(self, folded: Folded, endings: EndingDecisions) -> None:
+        """A round's fold; its events naming no message in play but a copy's id wait for
+        the next round (the caller's), the others are rejected at the end."""
+        self.decisions.append(endings)
+        self.updated.append(folded.updated)
+        self.journal.append(folded.journal)
+        self.rejected.append(folded.rejected)
+        self.unmatched.append(folded.unmatched.where(F.col("message_id") < COPY_ID_BASE))
+
+
 def created_moments(
     state: Created, found: Iterable[tuple[str, tuple[int, int]]]
 ) -> dict[str, tuple[int, int]]:
@@ -255,15 +310,6 @@ def created_moments(
     for name, when in found:
         out[name] = min(when, out.get(name, when))
     return dict(sorted(out.items()))
-
-
-def retry_bound(topology: Topology, created: Created) -> Column:
-    """A RETRY's ``_AMQ_ORIG_QUEUE`` names a binding at the event's time, the auto-created
-    queues created as ``created`` says: a queue that exists, or a divert."""
-    name = F.col(RETRY_QUEUE)
-    bound = exists_at(topology, name, F.col("at"), MANAGEMENT_KIND, created)
-    diverts = sorted(d.name for d in topology.config.diverts)
-    return bound | is_in(name, diverts) if diverts else bound
 
 
 def created_queue(topology: Topology) -> Column:
@@ -300,15 +346,16 @@ def _plan_batch(
     plan itself creates, merged with ``state``'s.
 
     The plan holds (second value) when every decision that asked whether an auto-created
-    queue existed got the answer the moments the plan found give (:func:`_holds`): then
-    it is the plan that assumed those moments from the start, and every turn group took
-    its turns in ``(sent_at, message_id)`` order (:func:`_turns_hold`). A group can take
-    turns in several passes and rounds (an address that both producers and diverts, dead
-    letters or expiries send to): the passes take them one after the other, and a copy
-    routed in a later pass may be earlier than a row of an earlier pass. Then the next plan
-    takes the turns found, all in one order (``foreseen``), and holds when it makes the
-    requests foreseen. The third value is the plan's turn requests, when a group took
-    turns in more than one pass (None: the passes' order is the turns' order).
+    queue existed got the answer the moments the plan found give
+    (:func:`routing.plan.assumptions.holds`): then it is the plan that assumed those moments
+    from the start, and every turn group took its turns in ``(sent_at, message_id)`` order
+    (:func:`_turns_hold`). A group can take turns in several passes and rounds (an address
+    that both producers and diverts, dead letters or expiries send to): the passes take them
+    one after the other, and a copy routed in a later pass may be earlier than a row of an
+    earlier pass. Then the next plan takes the turns found, all in one order (``foreseen``),
+    and holds when it makes the requests foreseen. The third value is the plan's turn
+    requests, when a group took turns in more than one pass (None: the passes' order is the
+    turns' order).
 
     ``events_expect_queues``: the input's deliveries and management rows take an
     auto-created queue the plan does not know yet for one that exists. A consumer or an
@@ -320,35 +367,18 @@ def _plan_batch(
     never creates, the batch is planned again with what it found.
     """
     spark: SparkSession = events.sparkSession
-
-    def exists_under(moments: Created) -> Callable[[Column, Column, Column], Column]:
-        def exists(name: Column, at: Column, rank: Column) -> Column:
-            return exists_at(topology, name, at, rank, moments)
-
-        return exists
-
-    exists = exists_under(assumed)
     expected = (
-        [q.name for q in topology.auto_queues if q.name not in assumed]
+        tuple(q.name for q in topology.auto_queues if q.name not in assumed)
         if events_expect_queues
-        else []
+        else ()
     )
-    if expected:
-        exists = _or_named(exists, expected)
+    exists = Existence(topology, dict(assumed), expected)
     classified = classify(events, topology.queues, scratch, taken, exists, taken_by_id=reads.taken)
-    facts = batch_facts(classified, expected)
+    facts = batch_facts(classified, list(expected))
     if not facts.expecting:
-        expected = []  # no event named a queue it expected: the plan assumed ``assumed``
-
-    def events_asked(final: Created) -> DataFrame:
-        return classified.where(queues_seen_differently(exists, exists_under(final)))
-
-    # each decision that asked whether an auto-created queue existed: final moments ->
-    # the rows that would have been answered otherwise (None: none, known without a read);
-    # the events saw ``assumed``, unless they expected more
-    asked: list[Callable[[Created], DataFrame | None]] = [
-        events_asked if expected else _asked_under(assumed, events_asked)
-    ]
+        # no event named a queue it expected: the plan assumed ``assumed``, and the checks
+        # are those of ``assumed`` alone (no row they are asked of names another queue)
+        exists = exists.under(assumed)
     # the lake clock (SPEC §5.4): latest event time seen, or --as-of if later; never back
     times = [t for t in (state.clock, facts.latest, as_of) if t is not None]
     clock = max(times) if times else None
@@ -359,19 +389,13 @@ def _plan_batch(
     queue_addresses = {q.name: q.address for q in topology.queues.values()}
     # what the rounds see: the moments assumed, and those the rounds so far created
     known = dict(assumed)
-    found: list[tuple[str, tuple[int, int]]] = []
+    planned = Rounds(EventChecks(classified, exists))
 
     positions = positions_frame(spark, state.positions)
     old = pending.select(*QUEUE_ROW)
     if reads.pending and _named_only(facts, clock, pending_expirations):
         old = old.where(facts.event_ids.holds(F.col("message_id")))
     waiting = inputs.by_id
-    journals: list[DataFrame] = []
-    rejected: list[DataFrame] = []  # by routing and the fold
-    unmatched: list[DataFrame] = []  # events naming no message in play: rejected at the end
-    copies: list[DataFrame] = []
-    entries: list[DataFrame | None] = []
-    updated: list[DataFrame] = []
     # after round 1 only copies enter queues; unless an event names a copy, an operator
     # works by filter, or an address may give a copy an expiration, nothing applies to them
     later_rounds_apply = bool(facts.copy_events or facts.filter_ops) or router.may_set_expiration
@@ -381,12 +405,9 @@ def _plan_batch(
     # where the rows entering a round are: round 1's messages where the facts say, a later
     # round's copies where the moves before it sent them (the action that finds them says)
     at = facts.addresses
-    # each pass's turn requests, numbered in the order the passes took them
-    requests: list[DataFrame] = []
-    turn_groups: Counter[str] = Counter()  # group -> the passes that took turns in it
-    rounds = 0
     while True:
-        rounds += 1
+        planned.rounds += 1
+        first_round = planned.rounds == 1
         routed = router.route(
             entering,
             positions,
@@ -396,29 +417,22 @@ def _plan_batch(
             at=at,
             foreseen=None if foreseen is None else foreseen.turns,
         )
-        asked += [_asked_under(known, _routes_asked(router, d)) for d in routed.decided]
-        if rounds == 1 and router.may_create(at):
+        planned.add_routed(routed, router)
+        if first_round and router.may_create(at):
             # only a producer's rows, and their divert copies, create an address's queue
-            found += router.creators(routed.decided)
-            known = created_moments(known, found)
+            planned.found += router.creators(routed.decided)
+            known = created_moments(known, planned.found)
         positions = routed.positions
-        requests += [
-            r.withColumn(_PASS, F.lit(len(requests) + i)) for i, r in enumerate(routed.requests)
-        ]
-        turn_groups.update(g for groups in routed.turn_groups for g in groups)
-        journals += routed.journal
-        rejected += routed.rejected
-        copies += routed.copies
-        if rounds > 1:
-            copies.append(entering.select(*schemas.MESSAGE.names))
+        if not first_round:
+            planned.copies.append(entering.select(*schemas.MESSAGE.names))
         new = union_all(routed.entries)  # with the rank each row entered at
-        entries.append(None if new is None else new.select(*QUEUE_ROW))
+        planned.entries.append(None if new is None else new.select(*QUEUE_ROW))
         earlier = old.withColumn(RANK, F.lit(MESSAGE_RANK))  # of earlier batches
-        in_play = union_of([earlier, new] if rounds == 1 else [new])
-        if rounds > 1 and not later_rounds_apply:
+        in_play = union_of([earlier, new] if first_round else [new])
+        if not first_round and not later_rounds_apply:
             break
         if (
-            rounds == 1
+            first_round
             and not facts.events
             and not (may_expire and _expiring(in_play, clock_values, topology.expiry_disabled))
         ):
@@ -432,7 +446,7 @@ def _plan_batch(
                 if facts.filter_ops
                 else None,
                 expiries(in_play, clock_values, topology.expiry_disabled)
-                if clock is not None and (rounds > 1 or may_expire)
+                if clock is not None and (not first_round or may_expire)
                 else None,
             ]
         )
@@ -441,13 +455,9 @@ def _plan_batch(
         folded = fold(
             round_events, fold_state(in_play), fold_facts, queue_addresses, scratch, retry_target
         )
-        asked.append(_asked_under(known, _endings_asked(topology, folded.decided, retry_target)))
-        updated.append(folded.updated)
-        journals.append(folded.journal)
-        rejected.append(folded.rejected)
+        planned.add_folded(folded, EndingDecisions(topology, folded.decided, retry_target, known))
         # a copy made later in this batch may still enter that queue: it waits for it
         waiting = folded.unmatched.where(F.col("message_id") >= COPY_ID_BASE)
-        unmatched.append(folded.unmatched.where(F.col("message_id") < COPY_ID_BASE))
         entering = scratch.keep(copies_of(folded.moves, in_play, router.source_of))
         # one action: the addresses the copies are at (none: no copy), and the queues
         # their moves created
@@ -457,56 +467,55 @@ def _plan_batch(
                 .agg(F.min(F.struct(F.unix_micros("sent_at").alias("at"), RANK)).alias("first"))
                 .collect()
             )
-            found += [
+            planned.found += [
                 (r.queue, (r.first["at"], r.first[RANK])) for r in made if r.queue is not None
             ]
-            known = created_moments(known, found)
+            known = created_moments(known, planned.found)
         else:
             made = entering.select("address").distinct().collect()
         if not made:
             break
         at = frozenset(r.address for r in made)
-    unmatched.append(waiting)
-    created = created_moments(state.created, found)
+    planned.unmatched.append(waiting)
+    created = created_moments(state.created, planned.found)
     # a batch whose rows all passed classify's checks, and whose filters all parse, rejects
     # none of them: the kept rows are not read again to find none
     input_rejected: DataFrame | None = inputs.rejected if facts.refused or bad else None
-    never = [q for q in expected if q not in created]
+    unmatched = planned.unmatched
+    never = [q for q in exists.assumed if q not in created]
     if never:
         # The events naming a queue the plan took for one that exists but the batch never
         # created found no message there and changed nothing: routing and RETRY see
         # created queues only, and a MOVE to it is a decision asked below. They are
         # rejected as a plan assuming ``created`` rejects them, not planned again.
-        final = exists_under(created)
-        named_never = F.col("queue").isin(*never) & ~queues_seen_differently(
-            exists, final, columns=["to_queue"]
-        )
-        asked[0] = lambda moments: classified.where(
-            queues_seen_differently(exists, exists_under(moments)) & ~named_never
-        )
-        input_rejected = split(reclassify(classified, named_never, final), bad).rejected
+        planned.events = planned.events.without(never)
+        named_never = planned.events.named_never(created)
+        rechecked = reclassify(classified, named_never, exists.under(created))
+        input_rejected = split(rechecked, bad).rejected
         unmatched = [u.where(~F.col("queue").isin(*never)) for u in unmatched]
     # every unmatched row is an event: a batch without events leaves none
     no_such_message = map(_no_such_message, unmatched) if facts.events else ()
-    rejections = union_all([input_rejected, *rejected, *no_such_message])
+    rejections = union_all([input_rejected, *planned.rejected, *no_such_message])
     # a plan that finds what it assumed holds without a read
-    holds = _holds(asked, created)
+    plan_holds = holds(planned.asked, created)
     # a group that took all its turns in one pass took them in order: nothing to check
-    checked = max(turn_groups.values(), default=0) > 1 or foreseen is not None
-    in_passes = union_all(requests) if checked else None
-    if holds and checked:
-        holds = _turns_hold(in_passes, None if foreseen is None else foreseen.turns)
+    checked = max(planned.turn_groups.values(), default=0) > 1 or foreseen is not None
+    in_passes = union_all(planned.requests) if checked else None
+    if plan_holds and checked:
+        plan_holds = _turns_hold(in_passes, None if foreseen is None else foreseen.turns)
     if foreseen is not None:  # its passes took the turns foreseen and moved no position
         positions = foreseen.positions
 
-    queue_rows = rows_written(entries, updated, old, broadcast=facts.rows <= BROADCAST_CHANGES)
+    queue_rows = rows_written(
+        planned.entries, planned.updated, old, broadcast=facts.rows <= BROADCAST_CHANGES
+    )
     if queue_rows is None:  # nothing routed, nothing changed
         # a frame of its own: one made from ``old`` shares its columns' ids, and when the
         # write carries the PENDING rows to the next batch it joins the two, in a plan
         # that Spark's optimizer then makes invalid (an alias reusing its column's id)
         queue_rows = _none_of(spark, schemas.QUEUE_MESSAGE)
-    copied = union_all(copies)
-    journaled = union_all(journals)
+    copied = union_all(planned.copies)
+    journaled = union_all(planned.journal)
     batch = BatchResult(
         queue_rows=queue_rows,
         journal=journaled if journaled is not None else _none_of(spark, schemas.JOURNAL),
@@ -518,8 +527,8 @@ def _plan_batch(
         rows_in=facts.rows - facts.own_copies,
         routed_rows=facts.routed,
         own_copies=facts.own_copies,
-        rounds=rounds,
-        folded=bool(updated),
+        rounds=planned.rounds,
+        folded=bool(planned.updated),
         created=created,
         known_empty=frozenset(
             name
@@ -533,7 +542,7 @@ def _plan_batch(
         ),
     )
     requests_made = None if in_passes is None else in_passes.drop(_PASS)
-    return batch, holds, requests_made
+    return batch, plan_holds, requests_made
 
 
 @dataclass(frozen=True)
@@ -659,14 +668,6 @@ def _expiring(in_play: DataFrame, clock_values: DataFrame, disabled: Sequence[st
     return not expiries(in_play, clock_values, disabled).isEmpty()
 
 
-def _holds(asked: list[Callable[[Created], DataFrame | None]], created: Created) -> bool:
-    """No decision of a plan would change under the creation moments ``created`` (one
-    action over the checkpointed frames the decisions were made on, of those that may)."""
-    frames = [a(created) for a in asked]
-    changes = union_all([f.select(F.lit(1).alias("_changes")) for f in frames if f is not None])
-    return changes is None or changes.isEmpty()
-
-
 def _turns_hold(requests: DataFrame | None, foreseen: DataFrame | None) -> bool:
     """Whether every turn group took its turns in ``(sent_at, message_id)`` order (one
     action). Without turns foreseen, the passes took them one after the other: they did
@@ -684,54 +685,6 @@ def _turns_hold(requests: DataFrame | None, foreseen: DataFrame | None) -> bool:
     expected = foreseen.select(*key, F.lit(True).alias("_foreseen"))
     missed = made.join(expected, key, "full_outer")
     return missed.where(F.col("_made").isNull() | F.col("_foreseen").isNull()).isEmpty()
-
-
-def _asked_under(
-    seen: Created, changed: Callable[[Created], DataFrame | None]
-) -> Callable[[Created], DataFrame | None]:
-    """``changed`` for decisions made under the creation moments ``seen``: under those same
-    moments none of them changes, so their frame is not read (None). A batch's later
-    rounds usually saw the moments it ends with."""
-    seen = dict(seen)
-    return lambda final: None if dict(final) == seen else changed(final)
-
-
-def _or_named(
-    exists: Callable[[Column, Column, Column], Column], names: list[str]
-) -> Callable[[Column, Column, Column], Column]:
-    """``exists``, and true for the queues ``names`` at any time."""
-    return lambda name, at, rank: exists(name, at, rank) | name.isin(*names)
-
-
-def _routes_asked(router: Router, decided: Decided) -> Callable[[Created], DataFrame | None]:
-    """A routing pass's decisions (:attr:`routing.plan.router.Routed.decided`): final
-    moments -> the rows whose queues they would change (None: none can, at the addresses
-    its rows are at)."""
-
-    def changed(final: Created) -> DataFrame | None:
-        return router.routes_seen_differently(decided, final)
-
-    return changed
-
-
-def _endings_asked(
-    topology: Topology, decided: DataFrame, retry_target: Column
-) -> Callable[[Created], DataFrame]:
-    """The fold's decisions that asked for auto-created queues (:attr:`Folded.decided`;
-    ``retry_target``: whether a RETRY's target existed, as the fold saw it): final
-    moments -> the events they would change."""
-
-    def changed(final: Created) -> DataFrame:
-        would = retry_bound(topology, final)
-        return decided.where(
-            endings_seen_differently(
-                bound_since(topology, F.col("dead_letter_address"), final),
-                bound_since(topology, F.col("expiry_address"), final),
-                (retry_target, would),
-            )
-        )
-
-    return changed
 
 
 def apply_changes(rows: DataFrame, changed: DataFrame, *, broadcast: bool) -> DataFrame:
