@@ -34,7 +34,7 @@ from routing.broker.ids import copy_id_py
 from routing.broker.state import JobState
 from routing.io.lake import Lake
 from routing.io.storage import DeltaStorage
-from routing.plan.assumptions import holds
+from routing.plan.assumptions import Existence, holds
 from routing.plan.batch import BatchResult
 from routing.plan.engine import run_batch
 from routing.plan.router import Router
@@ -247,6 +247,35 @@ def test_the_holds_check_reads_only_decisions_made_under_other_moments(spark):
     assert not holds([Decisions({})], final)
     assert not holds([Decisions({"DLQ.audit.all": (micros(9), 3)})], final)
     assert not holds([Decisions(None)], final)  # read whatever the moments
+
+
+def test_a_queue_exists_from_its_creation_or_always_when_the_plan_assumes_it(spark):
+    """DLQ.audit.all created at 9 by a ROLLBACK (rank 2, a delivery's): it exists for a
+    delivery at 9 and later, not at 8, nor for a message row at 9 (rank 0). Assumed (the
+    first plan takes a queue the events name for one that exists), it exists at any time;
+    under the moments found, it exists as they say."""
+    topology = topology_of(XML)
+    moments = {"DLQ.audit.all": (micros(9), 2)}
+    rows = spark.createDataFrame(
+        [
+            ("DLQ.audit.all", at(8), 2),
+            ("DLQ.audit.all", at(9), 0),
+            ("DLQ.audit.all", at(9), 2),
+            ("DLQ.audit.all", at(10), 0),
+            ("EXP.audit.all", at(10), 2),  # never created
+            ("audit.all", at(1), 0),  # declared
+        ],
+        "queue string, at timestamp, rank int",
+    )
+
+    def existing(exists: Existence) -> list[bool]:
+        found = rows.select(exists(F.col("queue"), F.col("at"), F.col("rank")).alias("e"))
+        return [r.e for r in found.collect()]
+
+    assert existing(Existence(topology, moments)) == [False, False, True, True, False, True]
+    assumed = Existence(topology, {}, ("DLQ.audit.all",))
+    assert existing(assumed) == [True, True, True, True, False, True]
+    assert existing(assumed.under(moments)) == existing(Existence(topology, moments))
 
 
 def test_a_routing_pass_asks_only_where_its_rows_can_be(spark):
