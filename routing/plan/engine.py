@@ -291,14 +291,17 @@ class Rounds:
         self.rejected += routed.rejected
         self.copies += routed.copies
 
-    def add_folded(self, folded: Folded, endings: EndingDecisions) -> None:
-        """A round's fold; its events naming no message in play but a copy's id wait for
-        the next round (the caller's), the others are rejected at the end."""
+    def add_folded(self, folded: Folded, endings: EndingDecisions) -> DataFrame:
+        """A round's fold. Returns its events that named no message in play but a copy's
+        id: a copy made later in the batch may still enter that queue, so they wait for the
+        next round; the others are rejected at the end."""
         self.decisions.append(endings)
         self.updated.append(folded.updated)
         self.journal.append(folded.journal)
         self.rejected.append(folded.rejected)
-        self.unmatched.append(folded.unmatched.where(F.col("message_id") < COPY_ID_BASE))
+        copy = F.col("message_id") >= COPY_ID_BASE
+        self.unmatched.append(folded.unmatched.where(~copy))
+        return folded.unmatched.where(copy)
 
 
 def created_moments(
@@ -455,9 +458,8 @@ def _plan_batch(
         folded = fold(
             round_events, fold_state(in_play), fold_facts, queue_addresses, scratch, retry_target
         )
-        planned.add_folded(folded, EndingDecisions(topology, folded.decided, retry_target, known))
-        # a copy made later in this batch may still enter that queue: it waits for it
-        waiting = folded.unmatched.where(F.col("message_id") >= COPY_ID_BASE)
+        endings = EndingDecisions(topology, folded.decided, retry_target, known)
+        waiting = planned.add_folded(folded, endings)
         entering = scratch.keep(copies_of(folded.moves, in_play, router.source_of))
         # one action: the addresses the copies are at (none: no copy), and the queues
         # their moves created
