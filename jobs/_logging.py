@@ -69,7 +69,14 @@ def configure(verbose: bool, err: TextIO, log_file: Path | None = None) -> None:
     else:
         return
     calls.setLevel(logging.WARNING)
+    calls.addFilter(_not_a_stop)
     root.addHandler(_ours(calls))
+
+
+def _not_a_stop(record: logging.LogRecord) -> bool:
+    """py4j logs the error a batch function raised; a batch cut short by the run's stop
+    (:class:`BatchStopped`) is not one."""
+    return not (record.exc_info and isinstance(record.exc_info[1], BatchStopped))
 
 
 def _ours(handler: logging.Handler) -> logging.Handler:
@@ -138,6 +145,28 @@ class StopSignal:
     def handled(self) -> AbstractContextManager[None]:
         """Inside, SIGTERM and SIGINT are recorded, not raised."""
         return signals_handled(self.record, signal.SIGTERM, signal.SIGINT)
+
+
+class BatchStopped(Exception):
+    """A micro-batch cut short by the run's stop (``query.stop()`` interrupts the batch's
+    call into the JVM), as the batch function raises it to Spark.
+
+    Spark tells a stop from a failure by the last line of the batch function's traceback
+    (``StreamExecution.isInterruptionException``, SPARK-48717): ``py4j.protocol.Py4JJavaError:
+    An error occurred while calling`` and, anywhere after, ``java.lang.InterruptedException``,
+    matched by a pattern that recurses once a character. py4j's error carries the JVM's whole
+    stack trace there, and the match overflowed the stream thread's stack: a
+    ``StackOverflowError`` in the log, the thread dying on it. This one line is that error's
+    first, so the stop is recognised as one."""
+
+    __module__ = "py4j.protocol"
+    __qualname__ = "Py4JJavaError"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "An error occurred while calling the batch: java.lang.InterruptedException "
+            "(the run was stopped)"
+        )
 
 
 def interrupted(err: TextIO, stop: KeyboardInterrupt) -> int:

@@ -28,6 +28,7 @@ from deltalake.exceptions import DeltaError
 from pyspark.sql import DataFrame, Row, SparkSession
 
 from jobs._logging import (
+    BatchStopped,
     StopSignal,
     configure,
     interrupted,
@@ -176,6 +177,7 @@ class BatchRunner:
         topology: Topology,
         as_of: int | None,
         progress: Progress,
+        stop: StopSignal,
     ) -> None:
         self.spark = spark
         self.lake = lake
@@ -183,6 +185,7 @@ class BatchRunner:
         self.as_of = as_of
         self.storage: Storage = DeltaStorage(lake)
         self.progress = progress
+        self.stop = stop
         self._router_cache: Router | None = None
         self._routed_for: tuple[str, ...] | None = None
         self.idle = threading.Event()
@@ -198,6 +201,10 @@ class BatchRunner:
         self.idle.clear()
         try:
             self._run(slices, batch_id)
+        except Exception:
+            if self.stop.received:  # query.stop() interrupted the batch (_run_query)
+                raise BatchStopped() from None
+            raise
         finally:
             self.idle.set()
 
@@ -321,7 +328,7 @@ def run(
     progress = Progress(out)
     for restart in itertools.count():
         try:
-            _run_query(args, BatchRunner(spark, lake, topology, as_of, progress), stop)
+            _run_query(args, BatchRunner(spark, lake, topology, as_of, progress, stop), stop)
             break
         except Exception as error:
             reason = transient(error)

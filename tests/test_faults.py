@@ -428,7 +428,8 @@ def test_a_stop_signal_inside_a_run_stops_it_in_one_line_and_the_next_run_resume
     """Ctrl-C (SIGINT to the terminal's process group), or SIGTERM to the whole group (a
     scheduler's or systemd's stop), while an ``--available-now`` run works through its
     batches: one line and a shell's status for the signal; the next run routes the rest,
-    each input row once."""
+    each input row once. Spark takes the batch cut short for a stop: no thread of the
+    stopped run's JVM died on an error (its log)."""
     lake = Lake.at(tmp_path / "lake")
     produce(lake, producer_rounds(1)[0])
     expected = sum(len(t) for _, t, _ in producer_rounds(1)[0])
@@ -439,6 +440,9 @@ def test_a_stop_signal_inside_a_run_stops_it_in_one_line_and_the_next_run_resume
         command, again, lambda job: "batch 1:" in job.output(), stopped, tmp_path
     )
     assert rows_in(first) + rows_in(second) == expected
+    for log in Path(lake.root).glob("_logs/route-*.log"):
+        text = log.read_text(encoding="utf-8")
+        assert "Exception in thread" not in text and "StackOverflowError" not in text, text
 
 
 def stop_and_run_again(
