@@ -73,7 +73,6 @@ from routing.plan.deliveries import (
     rejected_events,
 )
 from routing.plan.expiry import Expirations, earliest_expiration, expires_at
-from routing.plan.facts import queue_facts
 from routing.plan.filters import matches
 from routing.plan.id_ranges import WHOLE, IdRanges, ReadsById
 from routing.plan.inputs import (
@@ -453,7 +452,7 @@ def _plan_batch(
                 else None,
             ]
         )
-        fold_facts = F.broadcast(queue_facts(spark, topology, known))
+        fold_facts = router.fold_facts.frame(spark, known)
         retry_target = retry_bound(topology, known)
         folded = fold(
             round_events, fold_state(in_play), fold_facts, queue_addresses, scratch, retry_target

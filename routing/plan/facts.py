@@ -19,7 +19,7 @@ from pyspark.sql.types import (
 from routing.broker.topology import RANKS, Created, Topology, moment_of
 from routing.plan._columns import is_in, literal_map, local_frame
 
-__all__ = ["QUEUE_FACTS", "bound_since", "exists_at", "moment", "queue_facts"]
+__all__ = ["QUEUE_FACTS", "QueueFacts", "bound_since", "exists_at", "moment", "queue_facts"]
 
 
 def moment(at: Column, rank: Column | int) -> Column:
@@ -54,6 +54,22 @@ def bound_since(topology: Topology, address: Column, created: Created) -> Column
 def queue_facts(spark: SparkSession, topology: Topology, created: Created) -> DataFrame:
     """One row per queue (:meth:`routing.broker.topology.Topology.queue_fact_rows`)."""
     return local_frame(spark, topology.queue_fact_rows(created), QUEUE_FACTS)
+
+
+class QueueFacts:
+    """:func:`queue_facts` of one topology, ready for a broadcast join, kept per set of
+    creation moments (they change a few times in a job's life), as the binding table's
+    frames are: every fold round of every batch would otherwise build the same frame."""
+
+    def __init__(self, topology: Topology) -> None:
+        self.topology = topology
+        self._frames: dict[tuple[object, ...], DataFrame] = {}
+
+    def frame(self, spark: SparkSession, created: Created) -> DataFrame:
+        key = tuple(sorted((n, created[n]) for n in created if n in self.topology.queues))
+        if key not in self._frames:
+            self._frames[key] = F.broadcast(queue_facts(spark, self.topology, created))
+        return self._frames[key]
 
 
 QUEUE_FACTS = StructType(

@@ -70,7 +70,7 @@ from routing.plan._columns import (
 from routing.plan.bindings import BindingTable
 from routing.plan.copies import make_copies
 from routing.plan.expiry import expiration_entering, has_expiry_settings
-from routing.plan.facts import moment
+from routing.plan.facts import QueueFacts, moment
 from routing.plan.scratch import Scratch
 from routing.plan.turns import take_turns
 
@@ -147,6 +147,8 @@ class Router:
         self.topology = topology
         self.layout = BindingLayout(topology, addresses)
         self.table = BindingTable(self.layout)
+        # the delivery fold's facts, compiled for the same topology and kept as the table is
+        self.fold_facts = QueueFacts(topology)
         self.addresses = self.layout.addresses
         self.groups = self.layout.groups
         self.passes = self._passes_needed()
