@@ -48,6 +48,8 @@ event has its rank. The ranks of events are :mod:`routing.plan.deliveries`' kind
 
 Created = Mapping[str, tuple[int, int]]
 """Auto-created queue -> the moment it was created: (epoch µs, rank)."""
+CreatedHere = tuple[tuple[str, tuple[int, int]], ...]
+"""The moments of :data:`Created` a topology's queues have, in name order (a key)."""
 
 
 def moment_of(created: tuple[int, int]) -> int:
@@ -223,6 +225,11 @@ class Topology:
             return False
         declared = any(q.auto_created is None for q in self.queues_on(address))
         return declared or bool(self.diverts_on(address))
+
+    def created_here(self, created: Created) -> CreatedHere:
+        """The moments ``created`` gives this topology's queues, in name order: all a frame
+        built from ``created`` depends on, as a key to keep it by."""
+        return tuple(sorted((n, created[n]) for n in created if n in self.queues))
 
     def bound_since(self, address: str | None, created: Created) -> int | None:
         """The moment (:func:`moment_of`) ``address`` got its first auto-created queue,

@@ -40,7 +40,7 @@ from pyspark.sql.types import (
 
 from routing.broker.bindings import BindingLayout
 from routing.broker.layout import ADDRESSES, address_source
-from routing.broker.topology import ADDRESS, Created
+from routing.broker.topology import ADDRESS, Created, CreatedHere
 from routing.plan._columns import local_frame
 from routing.plan.filters import matches
 
@@ -96,7 +96,7 @@ class BindingTable:
 
     def __init__(self, layout: BindingLayout) -> None:
         self.layout = layout
-        self._frames: dict[tuple[object, ...], DataFrame] = {}
+        self._frames: dict[CreatedHere, DataFrame] = {}
 
     @cached_property
     def schema(self) -> StructType:
@@ -182,7 +182,7 @@ class BindingTable:
     def frame(self, spark: SparkSession, created: Created) -> DataFrame:
         """The table, the auto-created queues created as ``created`` says (kept per set of
         moments: they change a few times in a job's life)."""
-        key = tuple(sorted((n, created[n]) for n in created if n in self.layout.topology.queues))
+        key = self.layout.topology.created_here(created)
         if key not in self._frames:
             self._frames[key] = local_frame(spark, self.rows(created), self.schema)
         return self._frames[key]

@@ -16,7 +16,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from routing.broker.topology import RANKS, Created, Topology, moment_of
+from routing.broker.topology import RANKS, Created, CreatedHere, Topology, moment_of
 from routing.plan._columns import is_in, literal_map, local_frame
 
 __all__ = ["QUEUE_FACTS", "QueueFacts", "bound_since", "exists_at", "moment", "queue_facts"]
@@ -63,10 +63,10 @@ class QueueFacts:
 
     def __init__(self, topology: Topology) -> None:
         self.topology = topology
-        self._frames: dict[tuple[object, ...], DataFrame] = {}
+        self._frames: dict[CreatedHere, DataFrame] = {}
 
     def frame(self, spark: SparkSession, created: Created) -> DataFrame:
-        key = tuple(sorted((n, created[n]) for n in created if n in self.topology.queues))
+        key = self.topology.created_here(created)
         if key not in self._frames:
             self._frames[key] = F.broadcast(queue_facts(spark, self.topology, created))
         return self._frames[key]
