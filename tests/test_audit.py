@@ -47,15 +47,17 @@ BROKER = """<configuration xmlns="urn:activemq">
     </diverts>
     <address-settings>
       <address-setting match="#">
-        <dead-letter-address>DLA</dead-letter-address>
         <expiry-address>ExpiryQueue</expiry-address>
         <max-delivery-attempts>2</max-delivery-attempts>
       </address-setting>
+      <address-setting match="orders.#">
+        <dead-letter-address>DLA</dead-letter-address>
+      </address-setting>
       <address-setting match="strays">
+        <dead-letter-address>DLA</dead-letter-address>
         <send-to-dla-on-no-route>true</send-to-dla-on-no-route>
       </address-setting>
       <address-setting match="scratch">
-        <dead-letter-address/>
         <expiry-address/>
       </address-setting>
       <address-setting match="lonely">

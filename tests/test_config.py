@@ -323,7 +323,7 @@ def test_placeholders_take_their_default_in_used_values() -> None:
     assert config.queue("q1") == QueueConfig("q1", "orders.eu", "ANYCAST")
     settings = config.settings_for("orders.eu")
     assert settings.max_delivery_attempts == 3
-    assert settings.dead_letter_address is None  # '${dla:}' is an explicit empty value
+    assert settings.dead_letter_address == ""  # '${dla:}' is an explicit empty value
 
 
 @pytest.mark.parametrize(
@@ -486,7 +486,7 @@ def test_explicit_empty_dead_letter_address_overrides_a_wider_match() -> None:
         "</dead-letter-address></address-setting><address-setting match='quiet'>"
         "<dead-letter-address/></address-setting></address-settings>"
     )
-    assert config.settings_for("quiet").dead_letter_address is None
+    assert config.settings_for("quiet").dead_letter_address == ""
     assert config.settings_for("loud").dead_letter_address == "DLA"
 
 

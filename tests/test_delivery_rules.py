@@ -65,6 +65,8 @@ RULES_XML = """
   <address-setting match="nobind"><dead-letter-address>EMPTY</dead-letter-address>
     <max-delivery-attempts>1</max-delivery-attempts></address-setting>
   <address-setting match="nodla"><max-delivery-attempts>1</max-delivery-attempts></address-setting>
+  <address-setting match="blank"><dead-letter-address/>
+    <max-delivery-attempts>1</max-delivery-attempts></address-setting>
   <address-setting match="two"><dead-letter-address>DLA2</dead-letter-address>
     <max-delivery-attempts>1</max-delivery-attempts></address-setting>
   <address-setting match="sixteen"><dead-letter-address>DLA</dead-letter-address>
@@ -89,6 +91,7 @@ RULES_XML = """
   <address name="DLA"><anycast><queue name="DLA.q"/></anycast></address>
   <address name="nobind"><anycast><queue name="nobind.q"/></anycast></address>
   <address name="nodla"><anycast><queue name="nodla.q"/></anycast></address>
+  <address name="blank"><anycast><queue name="blank.q"/></anycast></address>
   <address name="two"><anycast><queue name="two.q"/></anycast></address>
   <address name="DLA2"><multicast><queue name="DLQ2a"/><queue name="DLQ2b"/></multicast></address>
   <address name="sixteen"><anycast><queue name="sixteen.q"/></anycast></address>
@@ -136,6 +139,7 @@ MESSAGES = [
     tagged(12, "basic"),
     tagged(21, "nobind"),
     tagged(31, "nodla"),
+    tagged(32, "blank"),
     tagged(41, "two"),
     tagged(51, "sixteen"),
     tagged(52, "sixteen"),
@@ -151,6 +155,7 @@ DELIVERIES = [
     delivery("basic.q", 12, "ACK", 300),
     *rollbacks("nobind.q", 21, [100]),
     *rollbacks("nodla.q", 31, [100]),
+    *rollbacks("blank.q", 32, [100]),
     *rollbacks("two.q", 41, [100]),
     *rollbacks("sixteen.q", 51, range(100, 1700, 100)),  # 16
     *rollbacks("sixteen.q", 52, range(100, 1600, 100)),  # 15
@@ -325,10 +330,16 @@ def test_dead_letter_after_max_delivery_attempts(batch):
 
 @pytest.mark.parametrize(
     ("queue", "message_id", "reason"),
-    [("nobind.q", 21, "DLA_NO_BINDINGS"), ("nodla.q", 31, "NO_DLA")],
-    ids=["dla-without-bindings", "no-dla"],
+    [
+        ("nobind.q", 21, "DLA_NO_BINDINGS"),
+        ("nodla.q", 31, "NO_DLA"),
+        ("blank.q", 32, "DLA_NO_BINDINGS"),
+    ],
+    ids=["dla-without-bindings", "no-dla", "empty-dla"],
 )
 def test_dead_letter_with_nowhere_to_go_is_dropped(batch, queue, message_id, reason):
+    """An explicitly empty ``<dead-letter-address/>`` is an address without bindings, as
+    Artemis's ``QueueImpl.sendToDeadLetterAddress`` takes it (it tests for null only)."""
     assert_rows(batch.state([queue]), STATE_DDL, [state(queue, message_id, "DROPPED", 1, 0, 100)])
     assert_journal(
         batch.journal_of([message_id]),

@@ -311,14 +311,16 @@ def test_max_redelivery_delay_defaults_to_ten_times_the_merged_delay() -> None:
     assert AddressSettings(redelivery_delay=3, max_redelivery_delay=4).max_redelivery_delay == 4
 
 
-def test_explicit_empty_dead_letter_address_overrides_and_means_none() -> None:
+def test_explicit_empty_addresses_override_wider_matches() -> None:
+    """An empty expiry address means none; an empty dead-letter address is kept (Artemis
+    dead-letters to it, an address without bindings)."""
     repo = AddressSettingsRepository(
         [
             ("#", {"dead_letter_address": "DLA", "expiry_address": "EA"}),
             ("quiet", {"dead_letter_address": "", "expiry_address": ""}),
         ]
     )
-    assert repo.match("quiet").dead_letter_address is None
+    assert repo.match("quiet").dead_letter_address == ""
     assert repo.match("quiet").expiry_address is None
     assert repo.match("loud").dead_letter_address == "DLA"
 

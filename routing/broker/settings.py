@@ -187,9 +187,12 @@ class AddressSettings:
 
     ``max_redelivery_delay`` left as ``None`` becomes ``10 × redelivery_delay``
     (Artemis ``getMaxRedeliveryDelay``), so after construction it is always an
-    int. An empty ``dead_letter_address`` / ``expiry_address`` means "none" and
-    is stored as ``None``; the repository only builds this object after merging,
-    so an explicit empty element still overrides less specific matches.
+    int. An empty ``expiry_address`` means "none" and is stored as ``None``; an
+    empty ``dead_letter_address`` is kept: Artemis's ``QueueImpl.sendToDeadLetterAddress``
+    tests it for null only, so a dead letter there finds an address without bindings
+    (``DLA_NO_BINDINGS``), while its expiry tests the expiry address's length too. The
+    repository only builds this object after merging, so an explicit empty element still
+    overrides less specific matches.
     """
 
     dead_letter_address: str | None = None
@@ -217,8 +220,6 @@ class AddressSettings:
     def __post_init__(self) -> None:
         if self.max_redelivery_delay is None:
             object.__setattr__(self, "max_redelivery_delay", self.redelivery_delay * 10)
-        if self.dead_letter_address == "":
-            object.__setattr__(self, "dead_letter_address", None)
         if self.expiry_address == "":
             object.__setattr__(self, "expiry_address", None)
 
