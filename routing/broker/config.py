@@ -361,8 +361,8 @@ def _string(text: str, where: str) -> str:
 
 
 def _address(text: str, where: str) -> str:
-    """An address a setting sends to (``dead-letter-address``, ``expiry-address``); empty:
-    none, as Artemis reads it."""
+    """An address a setting sends to (``dead-letter-address``, ``expiry-address``); empty
+    stays empty (what it means is :class:`routing.broker.settings.AddressSettings`')."""
     return validate_address_name(text, where, "the address") if text else text
 
 
